@@ -1,0 +1,63 @@
+"""The hash functions cortexgraph commits with.
+
+An environment picks one hash at creation and records it in ``meta``: ``"blake3"``
+(BLAKE3-256, the default) or ``"sha256"`` (SHA-256, so that RFC 6962 test vectors apply).
+Every digest is 32 bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+
+import blake3
+
+from ..errors import ValidationError
+
+__all__ = ["DIGEST_SIZE", "HASH_NAMES", "hash_function", "hash_parts"]
+
+DIGEST_SIZE = 32
+HASH_NAMES = ("blake3", "sha256")
+
+HashFunction = Callable[[bytes], bytes]
+
+
+def _blake3(data: bytes) -> bytes:
+    return blake3.blake3(data).digest()
+
+
+def _sha256(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+_FUNCTIONS: dict[str, HashFunction] = {"blake3": _blake3, "sha256": _sha256}
+
+
+def hash_function(hash_name: str) -> HashFunction:
+    """Return the 32-byte hash function called ``hash_name``.
+
+    Raises:
+        ValidationError: ``hash_name`` is not one of :data:`HASH_NAMES`.
+    """
+    try:
+        return _FUNCTIONS[hash_name]
+    except (KeyError, TypeError):
+        raise ValidationError(
+            f"unknown hash {hash_name!r}; expected one of {', '.join(HASH_NAMES)}",
+            field="hash_name",
+        ) from None
+
+
+def hash_parts(hash_name: str, *parts: bytes) -> bytes:
+    """Hash the concatenation of ``parts`` without building it twice."""
+    if hash_name == "blake3":
+        h = blake3.blake3()
+        for part in parts:
+            h.update(part)
+        return h.digest()
+    if hash_name == "sha256":
+        s = hashlib.sha256()
+        for part in parts:
+            s.update(part)
+        return s.digest()
+    return hash_function(hash_name)(b"".join(parts))

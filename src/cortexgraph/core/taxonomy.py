@@ -1,0 +1,544 @@
+"""The nine memory types: a closed set of frozen, validated records.
+
+What agents remember: :class:`Goal`, :class:`Preference`, :class:`Constraint`,
+:class:`Fact`, :class:`Pattern`, :class:`Event`, :class:`ArtifactRef`. What execution
+records: :class:`Attest` (which memories an outcome cited) and :class:`LearnWeights` (the
+ranking weights learned from it).
+
+Every type shares the common fields of :class:`Memory`. Construction normalises and then
+validates; anything invalid raises :class:`~cortexgraph.errors.ValidationError` naming the
+field, including unknown fields and missing required ones.
+
+Normalisation (so that equal records have equal bytes):
+
+- ``text``, ``summary`` and other strings are put in Unicode NFC;
+- ``tags`` are lowercased, de-duplicated and sorted into a tuple;
+- ``confidence`` ints become floats and ``-0.0`` becomes ``0.0``;
+- an empty ``summary`` becomes ``None``.
+
+Body encoding (the canonical CBOR map hashed into ids and stored in versions): text keys,
+``"type"`` first in meaning, every field whose value is ``None``, ``False``, ``""`` or
+``()`` omitted, ``source`` as a nested map with the same rule. :func:`memory_from_body`
+accepts exactly what :func:`memory_to_body` produces; anything else is corruption.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+
+from ..errors import CorruptionError, ValidationError
+
+__all__ = [
+    "MAX_TEXT_BYTES",
+    "MEMORY_TYPES",
+    "ORIGINS",
+    "ArtifactRef",
+    "Attest",
+    "Constraint",
+    "Event",
+    "Fact",
+    "Goal",
+    "LearnWeights",
+    "Memory",
+    "Pattern",
+    "Preference",
+    "Source",
+    "memory_from_body",
+    "memory_to_body",
+    "type_by_name",
+]
+
+MAX_TEXT_BYTES = 1 << 20  # 1 MiB of UTF-8
+MAX_SHORT_TEXT = 1024  # summary, path, channel and the like, in characters
+MAX_TAGS = 64
+MAX_TAG_LENGTH = 64
+MAX_MS = (1 << 63) - 1
+ORIGINS = ("human", "llm", "system")
+GOAL_STATUSES = ("active", "achieved", "abandoned", "blocked")
+OUTCOMES = ("success", "failure")
+WEIGHT_TOTAL = 1_000_000
+WEIGHT_COUNT = 5
+
+_TAG_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f]")
+_CONTENT_HASH = re.compile(r"^(sha256|blake3):[0-9a-f]{64}$")
+
+T = TypeVar("T")
+
+
+# ---------------------------------------------------------------------------
+# Converters and validators. Converters normalise values of the right type and leave
+# anything else alone, so that the validator reports the type error by field name.
+
+
+def _utf8_ok(value: str, field: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("invalid UTF-8 (lone surrogate)", field=field) from None
+
+
+def _nfc(value: Any) -> Any:
+    if type(value) is str and not unicodedata.is_normalized("NFC", value):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value  # the validator reports it
+        return unicodedata.normalize("NFC", value)
+    return value
+
+
+def _nfc_or_none(value: Any) -> Any:
+    if value == "":
+        return None
+    return _nfc(value)
+
+
+def _normalise_tags(value: Any) -> Any:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        if not all(type(tag) is str for tag in value):
+            return value  # the validator reports it
+        return tuple(sorted({unicodedata.normalize("NFC", tag).lower() for tag in value}))
+    return value
+
+
+def _normalise_confidence(value: Any) -> Any:
+    if type(value) is int:
+        return float(value)
+    if type(value) is float and value == 0.0:
+        return 0.0  # folds -0.0 so that equal records have equal bytes
+    return value
+
+
+def _text(required: bool) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        name = attribute.name
+        if type(value) is not str:
+            raise ValidationError(f"must be a string, not {type(value).__name__}", field=name)
+        _utf8_ok(value, name)
+        if len(value) * 4 > MAX_TEXT_BYTES and len(value.encode("utf-8")) > MAX_TEXT_BYTES:
+            raise ValidationError(f"longer than {MAX_TEXT_BYTES} bytes of UTF-8", field=name)
+        if required and not value.strip():
+            raise ValidationError("must not be empty", field=name)
+
+    return check
+
+
+def _optional_short(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    name = attribute.name
+    if type(value) is not str:
+        raise ValidationError(f"must be a string or None, not {type(value).__name__}", field=name)
+    _utf8_ok(value, name)
+    if len(value) > MAX_SHORT_TEXT:
+        raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field=name)
+    if "\n" in value or "\r" in value:
+        raise ValidationError("must be a single line", field=name)
+
+
+def _optional_long(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    _text(required=False)(_, attribute, value)
+
+
+def _tags(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not tuple:
+        raise ValidationError(
+            f"must be a list of strings, not {type(value).__name__}", field=attribute.name
+        )
+    if len(value) > MAX_TAGS:
+        raise ValidationError(f"more than {MAX_TAGS} tags", field=attribute.name)
+    for tag in value:
+        if type(tag) is not str:
+            raise ValidationError(
+                f"every tag must be a string, not {type(tag).__name__}", field=attribute.name
+            )
+        _utf8_ok(tag, attribute.name)
+        if not tag or len(tag) > MAX_TAG_LENGTH:
+            raise ValidationError(
+                f"tag {tag!r} must have 1 to {MAX_TAG_LENGTH} characters", field=attribute.name
+            )
+        if _TAG_FORBIDDEN.search(tag):
+            raise ValidationError(
+                f"tag {tag!r} contains whitespace or a control character", field=attribute.name
+            )
+
+
+def _unit_float(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not float:
+        raise ValidationError(f"must be a number, not {type(value).__name__}", field=attribute.name)
+    if not math.isfinite(value):
+        raise ValidationError(f"must be finite, not {value}", field=attribute.name)
+    if not 0.0 <= value <= 1.0:
+        raise ValidationError(f"must be between 0 and 1, not {value}", field=attribute.name)
+
+
+def _int_range(lo: int, hi: int) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if type(value) is not int:
+            raise ValidationError(
+                f"must be an integer, not {type(value).__name__}", field=attribute.name
+            )
+        if not lo <= value <= hi:
+            raise ValidationError(f"must be between {lo} and {hi}, not {value}", field=attribute.name)
+
+    return check
+
+
+def _optional_ms(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if type(value) is not int:
+        raise ValidationError(
+            f"must be integer milliseconds since the epoch or None, not {type(value).__name__}",
+            field=attribute.name,
+        )
+    if not 0 <= value <= MAX_MS:
+        raise ValidationError(f"must be between 0 and 2**63-1, not {value}", field=attribute.name)
+
+
+def _bool(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not bool:
+        raise ValidationError(f"must be True or False, not {value!r}", field=attribute.name)
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if value not in choices or type(value) is not str:
+            raise ValidationError(
+                f"must be one of {', '.join(choices)}, not {value!r}", field=attribute.name
+            )
+
+    return check
+
+
+def _guarded(cls: type[T]) -> type[T]:
+    """Make unknown, missing and positional arguments raise ``ValidationError``."""
+    generated = cls.__init__
+    fields = attrs.fields(cls)  # type: ignore[arg-type]
+    known = frozenset(f.name for f in fields)
+    required = tuple(f.name for f in fields if f.default is attrs.NOTHING)
+    type_name = getattr(cls, "type_name", cls.__name__)
+
+    @functools.wraps(generated)
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if args:
+            raise ValidationError(f"{cls.__name__} takes keyword arguments only")
+        unknown = kwargs.keys() - known
+        if unknown:
+            name = sorted(unknown)[0]
+            raise ValidationError(f"unknown field for {type_name}", field=name)
+        for name in required:
+            if name not in kwargs:
+                raise ValidationError(f"required for {type_name}", field=name)
+        generated(self, **kwargs)
+
+    cls.__init__ = __init__  # type: ignore[misc]
+    return cls
+
+
+# ---------------------------------------------------------------------------
+# Records
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Source:
+    """Where a memory came from: the session, branch and directory, and who said it."""
+
+    origin: str = attrs.field(default="system", validator=_one_of(ORIGINS))
+    session: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    branch: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    cwd: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+
+
+def _source(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and type(value) is not Source:
+        raise ValidationError(
+            f"must be a cortexgraph.Source or None, not {type(value).__name__}", field=attribute.name
+        )
+
+
+def _valid_interval(instance: Memory, _: attrs.Attribute[Any], value: Any) -> None:
+    _optional_ms(instance, _, value)
+    if value is not None and instance.valid_from is not None and value < instance.valid_from:
+        raise ValidationError("must not be before valid_from", field="valid_to")
+
+
+@attrs.frozen(kw_only=True)
+class Memory:
+    """The fields every memory type shares. Instantiate one of the nine subclasses."""
+
+    type_name: ClassVar[str] = "memory"
+    type_code: ClassVar[int] = 0
+
+    text: str = attrs.field(converter=_nfc, validator=_text(required=True))
+    summary: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_normalise_tags, validator=_tags)
+    confidence: float = attrs.field(
+        default=1.0, converter=_normalise_confidence, validator=_unit_float
+    )
+    priority: int = attrs.field(default=5, validator=_int_range(1, 10))
+    pinned: bool = attrs.field(default=False, validator=_bool)
+    source: Source | None = attrs.field(default=None, validator=_source)
+    valid_from: int | None = attrs.field(default=None, validator=_optional_ms)
+    valid_to: int | None = attrs.field(default=None, validator=_valid_interval)
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Goal(Memory):
+    """Something the agent is working towards; ``status`` tracks it."""
+
+    type_name: ClassVar[str] = "goal"
+    type_code: ClassVar[int] = 1
+
+    status: str = attrs.field(default="active", validator=_one_of(GOAL_STATUSES))
+    due: int | None = attrs.field(default=None, validator=_optional_ms)
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Preference(Memory):
+    """How someone likes things done."""
+
+    type_name: ClassVar[str] = "preference"
+    type_code: ClassVar[int] = 2
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Constraint(Memory):
+    """A rule that must hold (a gotcha, a policy, a hard limit)."""
+
+    type_name: ClassVar[str] = "constraint"
+    type_code: ClassVar[int] = 3
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Fact(Memory):
+    """Something true about the world or the project (architecture, decisions, context)."""
+
+    type_name: ClassVar[str] = "fact"
+    type_code: ClassVar[int] = 4
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Pattern(Memory):
+    """A recurring way of doing something that worked."""
+
+    type_name: ClassVar[str] = "pattern"
+    type_code: ClassVar[int] = 5
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Event(Memory):
+    """Something that happened: a message on a channel, a tool call, progress."""
+
+    type_name: ClassVar[str] = "event"
+    type_code: ClassVar[int] = 6
+
+    channel: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    occurred_at: int | None = attrs.field(default=None, validator=_optional_ms)
+    agent_id: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    speaker: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    kind: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    call_id: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+
+
+def _content_hash(instance: ArtifactRef, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is None:
+        return
+    if type(value) is not str or not _CONTENT_HASH.match(value):
+        raise ValidationError(
+            "must be 'sha256:<64 hex>' or 'blake3:<64 hex>' in lowercase", field=attribute.name
+        )
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class ArtifactRef(Memory):
+    """A reference to an artifact (a file, a document), optionally holding raw content."""
+
+    type_name: ClassVar[str] = "artifact_ref"
+    type_code: ClassVar[int] = 7
+
+    path: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    media_type: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
+    content_hash: str | None = attrs.field(default=None, validator=_content_hash)
+    content: str | None = attrs.field(default=None, validator=_optional_long)
+
+
+def _cited(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not tuple or not all(type(u) is str for u in value):
+        raise ValidationError("must be a list of memory URI strings", field=attribute.name)
+    if not value:
+        raise ValidationError("must cite at least one memory", field=attribute.name)
+    for uri in value:
+        _utf8_ok(uri, attribute.name)
+        if len(uri) > MAX_SHORT_TEXT:
+            raise ValidationError("a cited URI is too long", field=attribute.name)
+
+
+def _as_tuple(value: Any) -> Any:
+    return tuple(value) if type(value) is list else value
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class Attest(Memory):
+    """An outcome and the memories that were cited when it was reached."""
+
+    type_name: ClassVar[str] = "attest"
+    type_code: ClassVar[int] = 8
+
+    text: str = attrs.field(default="", converter=_nfc, validator=_text(required=False))
+    cited: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=_cited)
+    outcome: str = attrs.field(validator=_one_of(OUTCOMES))
+
+
+def _weights(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if type(value) is not tuple or len(value) != WEIGHT_COUNT:
+        raise ValidationError(
+            f"must be {WEIGHT_COUNT} integers in parts per million", field=attribute.name
+        )
+    if not all(type(w) is int and 0 <= w <= WEIGHT_TOTAL for w in value):
+        raise ValidationError("each weight must be an integer in 0..1000000", field=attribute.name)
+    if sum(value) != WEIGHT_TOTAL:
+        raise ValidationError(f"weights must sum to {WEIGHT_TOTAL}", field=attribute.name)
+
+
+@_guarded
+@attrs.frozen(kw_only=True)
+class LearnWeights(Memory):
+    """Salience weights (ppm) learned from an attested outcome."""
+
+    type_name: ClassVar[str] = "learn_weights"
+    type_code: ClassVar[int] = 9
+
+    text: str = attrs.field(default="", converter=_nfc, validator=_text(required=False))
+    weights: tuple[int, ...] = attrs.field(converter=_as_tuple, validator=_weights)
+    attest: str | None = attrs.field(default=None, validator=_optional_short)
+
+
+MEMORY_TYPES: tuple[type[Memory], ...] = (
+    Goal,
+    Preference,
+    Constraint,
+    Fact,
+    Pattern,
+    Event,
+    ArtifactRef,
+    Attest,
+    LearnWeights,
+)
+_BY_NAME: dict[str, type[Memory]] = {t.type_name: t for t in MEMORY_TYPES}
+_BY_CODE: dict[int, type[Memory]] = {t.type_code: t for t in MEMORY_TYPES}
+
+
+def type_by_name(name: str) -> type[Memory]:
+    """The memory class called ``name`` (``"fact"``, ``"artifact_ref"``, ...).
+
+    Raises:
+        ValidationError: no such type.
+    """
+    try:
+        return _BY_NAME[name]
+    except (KeyError, TypeError):
+        raise ValidationError(
+            f"unknown memory type {name!r}; expected one of {', '.join(_BY_NAME)}", field="type"
+        ) from None
+
+
+def type_by_code(code: int) -> type[Memory]:
+    """The memory class with index code ``code``."""
+    return _BY_CODE[code]
+
+
+# ---------------------------------------------------------------------------
+# Body encoding
+
+
+def _omit(value: Any) -> bool:
+    return value is None or value is False or value == "" or value == ()
+
+
+def _source_to_map(source: Source) -> dict[str, Any]:
+    return {f.name: v for f in attrs.fields(Source) if not _omit(v := getattr(source, f.name))}
+
+
+_FIELD_NAMES: dict[type[Memory], tuple[str, ...]] = {
+    t: tuple(f.name for f in attrs.fields(t)) for t in MEMORY_TYPES
+}
+
+
+def memory_to_body(memory: Memory) -> dict[str, Any]:
+    """The canonical map of a memory: its type and every non-empty field."""
+    cls = type(memory)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        raise ValidationError(
+            f"{cls.__name__} is not one of the nine memory types", field="type"
+        )
+    body: dict[str, Any] = {"type": cls.type_name}
+    for name in names:
+        value = getattr(memory, name)
+        if _omit(value):
+            continue
+        if name == "source":
+            value = _source_to_map(value)
+        elif type(value) is tuple:
+            value = list(value)
+        body[name] = value
+    return body
+
+
+def memory_from_body(body: Mapping[str, Any]) -> Memory:
+    """Rebuild a memory from a map made by :func:`memory_to_body`.
+
+    Raises:
+        ValidationError: the map is not a valid body (unknown type or field, bad value).
+    """
+    if not isinstance(body, Mapping):
+        raise ValidationError("a memory body must be a map", field="body")
+    fields = dict(body)
+    cls = type_by_name(fields.pop("type", None))  # type: ignore[arg-type]
+    source = fields.get("source")
+    if source is not None:
+        if not isinstance(source, Mapping):
+            raise ValidationError("must be a map", field="source")
+        fields["source"] = Source(**source)
+    return cls(**fields)
+
+
+def check_body(body: Mapping[str, Any], what: str) -> Memory:
+    """Decode a stored body, turning validation failures into ``CorruptionError``.
+
+    A stored body must also be exactly the canonical body of the memory it decodes to,
+    so that a stored ``"pinned": false`` or an unsorted tag list is reported, not fixed.
+    """
+    try:
+        memory = memory_from_body(body)
+    except ValidationError as exc:
+        raise CorruptionError(f"{what} holds an invalid memory: {exc}") from None
+    if memory_to_body(memory) != body:
+        raise CorruptionError(f"{what} is not a canonical memory body")
+    return memory
+
+
+def memory_fields(cls: type[Memory]) -> Iterable[str]:
+    """The field names of a memory type, in declaration order."""
+    return _FIELD_NAMES[cls]

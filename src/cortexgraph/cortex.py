@@ -1,0 +1,640 @@
+"""The facade: :func:`open` and :class:`Cortex`.
+
+Every verb follows one shape: validate the arguments, compute the journal entry with pure
+code from ``core``, then append it and apply its derived changes in one LMDB write
+transaction (a :class:`Batch`). Outside an explicit ``with cx.batch()`` each verb is its
+own batch; inside one, verbs called on the batch *or* on the handle join it.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+from .clock import Clock, SystemClock
+from .core.codec import encode_trusted
+from .core.journal import Entry, Identity, apply, decode_entry, encode_entry, memory_id, type_of
+from .core.keys import ID_SIZE, seq_key, version_key
+from .core.state import HeadState, Record, VersionState
+from .core.taxonomy import MAX_SHORT_TEXT, Memory, memory_to_body
+from .core.uri import MemoryURI, check_name
+from .errors import (
+    CortexError,
+    CorruptionError,
+    NotFoundError,
+    TombstonedError,
+    URIError,
+    ValidationError,
+    VersionConflictError,
+)
+from .store.env import DEFAULT_MAP_SIZE, TABLES, Environment, MapFull, ReadTxn, WriteTxn
+
+__all__ = ["Batch", "Cortex", "open"]
+
+DEFAULT_NS = "default"
+_JOURNAL_CHUNK = 512
+_MAX_AT = 2**63 - 1
+
+#: What the verbs accept as "which memory": a URI (pinned or not), its string form, or,
+#: where a version is given separately, the 16-byte id or its 32 hex digits.
+MemoryRef = MemoryURI | str | bytes
+
+
+def open(  # noqa: A001 - the public name is fixed by the design
+    root: str | os.PathLike[str],
+    actor: str,
+    *,
+    clock: Clock | None = None,
+    create: bool = True,
+    readonly: bool = False,
+    hash_name: str | None = None,
+    map_size: int = DEFAULT_MAP_SIZE,
+    sync: bool = True,
+) -> Cortex:
+    """Open (or create) the memory of ``actor`` under ``root``.
+
+    The LMDB environment lives at ``<root>/<actor>/``.
+
+    Args:
+        root: the directory that holds one environment per actor.
+        actor: the actor's name (1-64 of ``a-z 0-9 . _ -``).
+        clock: supplies ``at`` when a verb is called without one (default: system clock).
+        create: create the environment if it does not exist.
+        readonly: open read-only (the environment must exist); writes raise ``ReadOnlyError``.
+        hash_name: ``"blake3"`` (default) or ``"sha256"``, fixed when the environment is
+            created; opening with a different one is a ``ValidationError``.
+        map_size: initial LMDB map size in bytes (it grows on demand).
+        sync: fsync every commit (durable). ``False`` trades durability of the last
+            commits on power loss for speed; a crash of the process loses nothing.
+
+    Raises:
+        ValidationError: a bad actor name, hash name or option.
+        NotFoundError: the environment does not exist and ``create`` is false.
+        AlreadyOpenError: this process already has the environment open.
+        CorruptionError: the environment's identity does not match ``actor``.
+    """
+    check_name(actor, "actor")
+    if clock is not None and not isinstance(clock, Clock):
+        raise ValidationError("must have a now_ms() method", field="clock")
+    if hash_name is not None:
+        from .core.hashing import hash_function
+
+        hash_function(hash_name)
+    if type(map_size) is not int or map_size < 1 << 16:
+        raise ValidationError("must be an integer of at least 65536 bytes", field="map_size")
+    env = Environment(
+        Path(root) / actor,
+        actor,
+        create=create and not readonly,
+        readonly=readonly,
+        map_size=map_size,
+        sync=sync,
+        hash_name=hash_name,
+    )
+    return Cortex(env, actor, clock or SystemClock())
+
+
+class Cortex:
+    """An open actor memory. Create it with :func:`cortexgraph.open`."""
+
+    def __init__(self, env: Environment, actor: str, clock: Clock) -> None:
+        self._env = env
+        self.actor = actor
+        self.clock = clock
+        self.hash_name: str = env.identity_meta["hash_name"]
+        self._identity = Identity(actor, self.hash_name)
+        self._local = threading.local()
+        self._check_invariants = os.environ.get("CORTEXGRAPH_INVARIANTS") == "1"
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The environment directory."""
+        return self._env.path
+
+    @property
+    def readonly(self) -> bool:
+        return self._env.readonly
+
+    @property
+    def closed(self) -> bool:
+        return self._env.closed
+
+    def close(self) -> None:
+        """Close the environment. Closing twice is harmless; using a closed handle raises."""
+        if getattr(self._local, "batch", None) is not None:
+            raise CortexError("cannot close a handle inside one of its batches")
+        self._env.close()
+
+    def __enter__(self) -> Cortex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else ("read-only" if self.readonly else "open")
+        return f"<Cortex actor={self.actor!r} path={str(self.path)!r} {state}>"
+
+    # -- batches ------------------------------------------------------------------------
+
+    def batch(self) -> Batch:
+        """A batch of mutations committed as one LMDB write transaction (J3).
+
+        >>> with cx.batch() as b:          # doctest: +SKIP
+        ...     a = b.write(Fact(text="deploys go through CI"))
+        ...     b.write(Constraint(text="never push to main"))
+
+        If the ``with`` block raises, nothing of the batch is visible or journaled.
+        """
+        return Batch(self)
+
+    def _active_batch(self) -> Batch | None:
+        batch: Batch | None = getattr(self._local, "batch", None)
+        return batch
+
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Run one verb in the active batch of this thread, or in a batch of its own."""
+        active = self._active_batch()
+        if active is not None:
+            return getattr(active, method)(*args, **kwargs)
+        with Batch(self) as batch:
+            return getattr(batch, method)(*args, **kwargs)
+
+    # -- mutations ------------------------------------------------------------------------
+
+    def write(self, memory: Memory, *, ns: str = DEFAULT_NS, at: int | None = None) -> MemoryURI:
+        """Store a new memory; returns its URI pinned to version 1."""
+        result: MemoryURI = self._run("write", memory, ns=ns, at=at)
+        return result
+
+    def update(
+        self,
+        ref: MemoryRef,
+        *,
+        expected_version: int | None = None,
+        at: int | None = None,
+        **changes: Any,
+    ) -> MemoryURI:
+        """Write a new version of a memory with ``changes`` applied to its head version.
+
+        Args:
+            ref: the memory (a pinned URI's version is ignored; the head is the base).
+            expected_version: if given, the head version the caller based the change on;
+                a different head raises ``VersionConflictError`` (optimistic concurrency).
+            changes: fields to change (``text=...``, ``tags=[...]``, ...).
+
+        Returns:
+            The URI pinned to the new version, or to the current head if ``changes``
+            leave the memory exactly as it is (nothing is journaled then).
+
+        Raises:
+            ValidationError: no changes, an unknown field or a bad value.
+            NotFoundError, TombstonedError, VersionConflictError.
+        """
+        result: MemoryURI = self._run(
+            "update", ref, expected_version=expected_version, at=at, **changes
+        )
+        return result
+
+    def update_head(self, ref: MemoryRef, *, version: int, at: int | None = None) -> MemoryURI:
+        """Move a memory's head to an existing ``version``; returns the head's URI."""
+        result: MemoryURI = self._run("update_head", ref, version=version, at=at)
+        return result
+
+    def tombstone(self, ref: MemoryRef, *, reason: str = "", at: int | None = None) -> MemoryURI:
+        """Tombstone a memory: it can no longer change, but every version stays resolvable."""
+        result: MemoryURI = self._run("tombstone", ref, reason=reason, at=at)
+        return result
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _reading(self) -> _Reading:
+        return _Reading(self)
+
+    def resolve(self, ref: MemoryRef) -> Record:
+        """The version a URI names: its pinned version, or the head without ``@version``.
+
+        A tombstoned memory still resolves (``record.status == "tombstoned"``).
+
+        Raises:
+            URIError: a malformed URI. NotFoundError: no such memory or version.
+        """
+        uri = self._parse_ref(ref, allow_id=True)
+        with self._reading() as txn:
+            head = _read_head(txn, uri)
+            version = head.head if uri.version is None else uri.version
+            return _read_record(txn, self.actor, uri, head, version)
+
+    def exists(self, ref: MemoryRef) -> bool:
+        """Whether the memory (and the pinned version, if any) exists."""
+        try:
+            self.resolve(ref)
+        except NotFoundError:
+            return False
+        return True
+
+    def history(self, ref: MemoryRef) -> list[Record]:
+        """Every version of a memory, oldest first."""
+        uri = self._parse_ref(ref, allow_id=True)
+        with self._reading() as txn:
+            head = _read_head(txn, uri)
+            return [
+                _read_record(txn, self.actor, uri, head, v) for v in range(1, head.latest + 1)
+            ]
+
+    @property
+    def seq(self) -> int:
+        """The seq of the last journal entry (0 for an empty journal)."""
+        with self._reading() as txn:
+            return txn.last_seq()
+
+    def journal(self, since: int = 0) -> Iterator[Entry]:
+        """The change feed: every entry with ``seq > since``, in order.
+
+        Entries are read in chunks, each in its own read transaction, so a long
+        iteration does not pin old pages; entries appended meanwhile are included.
+        """
+        if type(since) is not int or since < 0:
+            raise ValidationError("must be a non-negative integer", field="since")
+        next_seq = since + 1
+        while True:
+            chunk: list[Entry] = []
+            with self._reading() as txn, txn.cursor("journal") as cur:
+                if not cur.set_range(seq_key(next_seq)):
+                    return
+                for key, value in cur:
+                    seq = int.from_bytes(key, "big")
+                    entry = decode_entry(value)
+                    if entry.seq != seq or seq != next_seq:
+                        raise CorruptionError(
+                            f"journal key {seq} holds entry {entry.seq}; expected {next_seq}"
+                        )
+                    chunk.append(entry)
+                    next_seq += 1
+                    if len(chunk) == _JOURNAL_CHUNK:
+                        break
+            yield from chunk
+            if len(chunk) < _JOURNAL_CHUNK:
+                return
+
+    def journal_bytes(self, since: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The raw canonical bytes of every entry with ``seq > since``, as ``(seq, bytes)``."""
+        if type(since) is not int or since < 0:
+            raise ValidationError("must be a non-negative integer", field="since")
+        with self._reading() as txn, txn.cursor("journal") as cur:
+            if not cur.set_range(seq_key(since + 1)):
+                return
+            for key, value in cur:
+                yield int.from_bytes(key, "big"), bytes(value)
+
+    def table_digests(self) -> dict[str, str]:
+        """A BLAKE3 hex digest of every table's keys and values, taken in one read.
+
+        Two stores with equal digests hold byte-identical tables.
+        """
+        with self._reading() as txn:
+            return {name: self._env.table_digest(txn, name).hex() for name in TABLES}
+
+    # -- shared helpers --------------------------------------------------------------------
+
+    def _at(self, at: int | None) -> int:
+        if at is None:
+            at = self.clock.now_ms()
+            if type(at) is not int or not 0 <= at <= _MAX_AT:
+                raise ValidationError(f"the clock returned {at!r}", field="at")
+            return at
+        if type(at) is not int or not 0 <= at <= _MAX_AT:
+            raise ValidationError(
+                f"must be integer milliseconds since the epoch, not {at!r}", field="at"
+            )
+        return at
+
+    def _parse_ref(self, ref: MemoryRef, *, allow_id: bool) -> MemoryURI | _BareId:
+        if isinstance(ref, MemoryURI):
+            uri = ref
+        elif type(ref) is str:
+            if ref.startswith("cx://"):
+                uri = MemoryURI.parse(ref)
+            elif allow_id and len(ref) == 2 * ID_SIZE:
+                try:
+                    return _BareId(bytes.fromhex(ref))
+                except ValueError:
+                    raise URIError("not a memory URI or a 32-digit hex id", uri=ref) from None
+            else:
+                raise URIError("expected cx://<actor>/<ns>/<id-hex>[@<version>]", uri=ref)
+        elif type(ref) is bytes and allow_id and len(ref) == ID_SIZE:
+            return _BareId(ref)
+        else:
+            raise ValidationError(
+                f"must be a MemoryURI, a URI string or a memory id, not {type(ref).__name__}",
+                field="uri",
+            )
+        if uri.actor != self.actor:
+            raise NotFoundError(f"{uri} belongs to actor {uri.actor!r}, not {self.actor!r}")
+        return uri
+
+    def _check_after_commit(self, first_seq: int, entries: list[tuple[Entry, bytes]]) -> None:
+        """Expensive invariant checks, run when CORTEXGRAPH_INVARIANTS=1 (J1, J6)."""
+        with self._reading() as txn:
+            last = txn.last_seq()
+            if entries and last != entries[-1][0].seq:
+                raise CorruptionError(f"J1: journal ends at {last}, not {entries[-1][0].seq}")
+            for expected_seq, (entry, data) in enumerate(entries, start=first_seq):
+                stored = txn.get("journal", seq_key(expected_seq))
+                if stored != data or entry.seq != expected_seq:
+                    raise CorruptionError(f"J1: journal seq {expected_seq} is not what was written")
+                if decode_entry(stored) != entry:
+                    raise CorruptionError(f"J6: journal seq {expected_seq} does not round-trip")
+
+
+@attrs.frozen
+class _BareId:
+    """A memory named by id alone (no actor or namespace to check)."""
+
+    id: bytes
+    version: int | None = None
+
+
+class _Reading:
+    """Read through the active batch of this thread (read-your-writes), else a snapshot."""
+
+    __slots__ = ("_ctx", "_cx")
+
+    def __init__(self, cx: Cortex) -> None:
+        self._cx = cx
+        self._ctx: Any = None
+
+    def __enter__(self) -> ReadTxn:
+        active = self._cx._active_batch()
+        if active is not None:
+            return active._txn
+        self._ctx = self._cx._env.read()
+        txn: ReadTxn = self._ctx.__enter__()
+        return txn
+
+    def __exit__(self, *exc: object) -> None:
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+
+
+def _read_head(txn: ReadTxn, uri: MemoryURI | _BareId) -> HeadState:
+    raw = txn.get("heads", uri.id)
+    if raw is None:
+        raise NotFoundError(f"no memory {_describe(uri)}")
+    head = HeadState.decode(raw)
+    if isinstance(uri, MemoryURI) and head.ns != uri.ns:
+        raise NotFoundError(f"no memory {uri} (its id lives in namespace {head.ns!r})")
+    return head
+
+
+def _read_record(
+    txn: ReadTxn, actor: str, uri: MemoryURI | _BareId, head: HeadState, version: int
+) -> Record:
+    raw = txn.get("versions", version_key(uri.id, version)) if version <= head.latest else None
+    if raw is None:
+        raise NotFoundError(f"no version {version} of {_describe(uri)} (latest is {head.latest})")
+    state = VersionState.decode(raw)
+    memory = state.memory()
+    if memory.type_name != head.type_name:
+        raise CorruptionError(f"{_describe(uri)} version {version} has the wrong type")
+    return Record(
+        uri=MemoryURI(actor, head.ns, uri.id, version),
+        memory=memory,
+        version=version,
+        seq=state.seq,
+        at=state.at,
+        head=head.head,
+        latest=head.latest,
+        status=head.status,
+        created_at=head.created_at,
+    )
+
+
+def _describe(uri: MemoryURI | _BareId) -> str:
+    return str(uri.head) if isinstance(uri, MemoryURI) else uri.id.hex()
+
+
+class Batch:
+    """One atomic group of mutations: one LMDB write transaction (J3).
+
+    Use it as a context manager; it offers the same mutation verbs as :class:`Cortex`
+    (``write``, ``update``, ``update_head``, ``tombstone``) and ``resolve``, which sees
+    the batch's own writes. Batches do not nest.
+
+    A verb that fails validation touches nothing, so the batch stays usable if the
+    caller catches the error. A failure after the store was touched (corruption, I/O)
+    poisons the batch: it will roll back at the end of the ``with`` block.
+    """
+
+    def __init__(self, cx: Cortex) -> None:
+        self._cx = cx
+        self._txn: WriteTxn = None  # type: ignore[assignment]
+        self._entries: list[tuple[Entry, bytes]] = []
+        self._first_seq = 0
+        self._next_seq = 0
+        self._failed: BaseException | None = None
+        self._done = False
+
+    # -- context ----------------------------------------------------------------------------
+
+    def __enter__(self) -> Batch:
+        cx = self._cx
+        if cx._active_batch() is not None:
+            raise CortexError("batches do not nest; use the batch that is already open")
+        if self._done or self._txn is not None:
+            raise CortexError("a batch can be used once")
+        self._txn = cx._env.begin_write()
+        try:
+            self._first_seq = self._next_seq = self._txn.last_seq() + 1
+        except BaseException:
+            self._txn.abort()
+            raise
+        cx._local.batch = self
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._cx._local.batch = None
+        self._done = True
+        if exc_type is not None or self._failed is not None:
+            self._txn.abort()
+            if exc_type is None and self._failed is not None:
+                raise CortexError(
+                    "the batch was rolled back because an operation in it failed after"
+                    f" touching the store: {self._failed!r}"
+                ) from self._failed
+            return
+        self._commit()
+
+    def _commit(self) -> None:
+        try:
+            self._txn.commit()
+        except MapFull:
+            self._regrow()
+            self._commit()
+            return
+        if self._cx._check_invariants:
+            self._cx._check_after_commit(self._first_seq, self._entries)
+
+    def _check_open(self) -> None:
+        if self._done or self._txn is None:
+            raise CortexError("the batch is not open; use it inside a `with` block")
+
+    # -- appending ----------------------------------------------------------------------------
+
+    def _apply(self, entry: Entry, data: bytes) -> None:
+        txn = self._txn
+        txn.append_entry(entry.seq, data)
+        for table, key, value in apply(self._cx._identity, entry, txn):
+            if value is None:
+                txn.delete(table, key)
+            else:
+                txn.put(table, key, value)
+
+    def _append(self, entry: Entry) -> None:
+        """Journal ``entry`` and apply its derived changes, growing the map if needed."""
+        data = encode_entry(entry)
+        try:
+            try:
+                self._apply(entry, data)
+            except MapFull:
+                self._regrow()
+                self._apply(entry, data)
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        self._entries.append((entry, data))
+        self._next_seq += 1
+
+    def _regrow(self) -> None:
+        """Abort, double the map, and re-apply this batch's entries in a new transaction."""
+        self._txn.abort()
+        while True:
+            self._cx._env.grow()
+            self._txn = self._cx._env.begin_write()
+            try:
+                for entry, data in self._entries:
+                    self._apply(entry, data)
+                return
+            except MapFull:
+                self._txn.abort()
+
+    # -- verbs -----------------------------------------------------------------------------
+
+    def write(
+        self, memory: Memory, *, ns: str = DEFAULT_NS, at: int | None = None
+    ) -> MemoryURI:
+        """Store a new memory (see :meth:`Cortex.write`)."""
+        self._check_open()
+        if not isinstance(memory, Memory):
+            raise ValidationError(
+                f"must be one of the nine memory types, not {type(memory).__name__}",
+                field="memory",
+            )
+        check_name(ns, "ns")
+        at = self._cx._at(at)
+        body = memory_to_body(memory)
+        seq = self._next_seq
+        mid = memory_id(self._cx._identity, ns, seq, encode_trusted(body))
+        self._append(Entry(seq, at, "write", ns, {"id": mid, "body": body}))
+        return MemoryURI(self._cx.actor, ns, mid, 1)
+
+    def _mutable_head(self, ref: MemoryRef) -> tuple[MemoryURI | _BareId, HeadState]:
+        self._check_open()
+        uri = self._cx._parse_ref(ref, allow_id=True)
+        head = _read_head(self._txn, uri)
+        if head.status == "tombstoned":
+            raise TombstonedError(f"{_describe(uri)} is tombstoned and cannot change")
+        return uri, head
+
+    def update(
+        self,
+        ref: MemoryRef,
+        *,
+        expected_version: int | None = None,
+        at: int | None = None,
+        **changes: Any,
+    ) -> MemoryURI:
+        """Write a new version (see :meth:`Cortex.update`)."""
+        uri, head = self._mutable_head(ref)
+        if expected_version is not None:
+            if type(expected_version) is not int or expected_version < 1:
+                raise ValidationError("must be a positive integer", field="expected_version")
+            if expected_version != head.head:
+                raise VersionConflictError(
+                    f"{_describe(uri)} is at version {head.head}, not {expected_version}",
+                    expected=expected_version,
+                    actual=head.head,
+                )
+        if not changes:
+            raise ValidationError("update needs at least one field to change", field="changes")
+        at = self._cx._at(at)
+        raw = self._txn.get("versions", version_key(uri.id, head.head))
+        if raw is None:
+            raise CorruptionError(f"{_describe(uri)} has no stored head version")
+        current = VersionState.decode(raw)
+        cls = type_of(head)
+        fields = dict(attrs.asdict(current.memory(), recurse=False))
+        fields.update(changes)
+        new_body = memory_to_body(cls(**fields))
+        here = MemoryURI(self._cx.actor, head.ns, uri.id, head.head)
+        if new_body == current.body:
+            return here
+        version = head.latest + 1
+        self._append(
+            Entry(self._next_seq, at, "update", head.ns,
+                  {"id": uri.id, "version": version, "body": new_body})
+        )
+        return here.at_version(version)
+
+    def update_head(self, ref: MemoryRef, *, version: int, at: int | None = None) -> MemoryURI:
+        """Move the head to an existing version (see :meth:`Cortex.update_head`)."""
+        uri, head = self._mutable_head(ref)
+        if type(version) is not int or version < 1:
+            raise ValidationError(f"must be a positive integer, not {version!r}", field="version")
+        if version > head.latest:
+            raise NotFoundError(
+                f"no version {version} of {_describe(uri)} (latest is {head.latest})"
+            )
+        at = self._cx._at(at)
+        here = MemoryURI(self._cx.actor, head.ns, uri.id, version)
+        if version != head.head:
+            self._append(
+                Entry(self._next_seq, at, "head", head.ns, {"id": uri.id, "version": version})
+            )
+        return here
+
+    def tombstone(self, ref: MemoryRef, *, reason: str = "", at: int | None = None) -> MemoryURI:
+        """Tombstone a memory (see :meth:`Cortex.tombstone`)."""
+        uri, head = self._mutable_head(ref)
+        if type(reason) is not str:
+            raise ValidationError(f"must be a string, not {type(reason).__name__}", field="reason")
+        if len(reason) > MAX_SHORT_TEXT:
+            raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field="reason")
+        try:
+            reason.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError("invalid UTF-8 (lone surrogate)", field="reason") from None
+        at = self._cx._at(at)
+        fields: dict[str, Any] = {"id": uri.id}
+        if reason:
+            fields["reason"] = reason
+        self._append(Entry(self._next_seq, at, "tombstone", head.ns, fields))
+        return MemoryURI(self._cx.actor, head.ns, uri.id, head.head)
+
+    def resolve(self, ref: MemoryRef) -> Record:
+        """Resolve a memory, seeing this batch's own writes."""
+        self._check_open()
+        return self._cx.resolve(ref)

@@ -1,0 +1,105 @@
+"""The error tree of cortexgraph.
+
+Every failure the library reports on purpose is a :class:`CortexError`::
+
+    CortexError
+    ├── ValidationError        bad input; ``.field`` names the offending field
+    │   └── URIError           a malformed memory URI (fragments included)
+    ├── NotFoundError          no such memory, version or environment
+    ├── VersionConflictError   ``expected_version`` is stale
+    ├── TombstonedError        the memory is tombstoned (J5)
+    ├── UnboundedQueryError    a query with neither ``limit`` nor ``budget_tokens``
+    ├── TooBroadQueryError     a query disjunct with neither a type nor a tag
+    ├── BatchNoJournalError    a store mutation without a journal entry (J2)
+    ├── CorruptionError        stored bytes fail a check (J6, hashes, layout)
+    ├── VerificationError      a proof or scope bundle does not check out
+    ├── ReadOnlyError          a mutation on a read-only handle
+    └── AlreadyOpenError       the environment is already open in this process
+
+``ValidationError`` is also a ``ValueError`` and ``NotFoundError`` a ``LookupError``, so
+code that catches the built-in exceptions keeps working. Any error raised inside a batch
+rolls the whole batch back: nothing partial is ever visible or journaled.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AlreadyOpenError",
+    "BatchNoJournalError",
+    "CorruptionError",
+    "CortexError",
+    "NotFoundError",
+    "ReadOnlyError",
+    "TombstonedError",
+    "TooBroadQueryError",
+    "URIError",
+    "UnboundedQueryError",
+    "ValidationError",
+    "VerificationError",
+    "VersionConflictError",
+]
+
+
+class CortexError(Exception):
+    """Base class of every error cortexgraph raises on purpose."""
+
+
+class ValidationError(CortexError, ValueError):
+    """An input failed validation. ``field`` names the offending field when there is one."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class URIError(ValidationError):
+    """A memory URI could not be parsed (fragments such as ``#latest`` are rejected)."""
+
+    def __init__(self, message: str, *, uri: str | None = None) -> None:
+        self.uri = uri
+        super().__init__(f"{message} (in {uri!r})" if uri is not None else message, field="uri")
+
+
+class NotFoundError(CortexError, LookupError):
+    """The memory, version or environment does not exist."""
+
+
+class VersionConflictError(CortexError):
+    """``expected_version`` did not match the memory's current head version."""
+
+    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(message)
+
+
+class TombstonedError(CortexError):
+    """The memory is tombstoned; it can be resolved but not changed (J5)."""
+
+
+class UnboundedQueryError(CortexError):
+    """A query gave neither ``limit`` nor ``budget_tokens``."""
+
+
+class TooBroadQueryError(CortexError):
+    """A query disjunct names neither a type nor a tag, so it would scan everything."""
+
+
+class BatchNoJournalError(CortexError):
+    """A batch changed the store without appending a journal entry (invariant J2)."""
+
+
+class CorruptionError(CortexError):
+    """Stored bytes failed a check: non-canonical encoding, a bad layout, a wrong hash."""
+
+
+class VerificationError(CortexError):
+    """A proof, root or scope bundle did not verify."""
+
+
+class ReadOnlyError(CortexError):
+    """A mutation was attempted on a handle opened with ``readonly=True``."""
+
+
+class AlreadyOpenError(CortexError):
+    """This process already holds the LMDB environment open; reuse that handle."""
