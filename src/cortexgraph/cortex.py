@@ -18,15 +18,14 @@ from typing import Any
 import attrs
 
 from .clock import Clock, SystemClock
-from .core.codec import encode_trusted
 from .core.journal import Entry, Identity, apply, decode_entry, encode_entry, memory_id, type_of
 from .core.keys import ID_SIZE, seq_key, version_key
 from .core.state import HeadState, Record, VersionState
-from .core.taxonomy import MAX_SHORT_TEXT, Memory, memory_to_body
+from .core.taxonomy import MAX_SHORT_TEXT, Memory, encode_body
 from .core.uri import MemoryURI, check_name
 from .errors import (
-    CortexError,
     CorruptionError,
+    CortexError,
     NotFoundError,
     TombstonedError,
     URIError,
@@ -46,7 +45,7 @@ _MAX_AT = 2**63 - 1
 MemoryRef = MemoryURI | str | bytes
 
 
-def open(  # noqa: A001 - the public name is fixed by the design
+def open(
     root: str | os.PathLike[str],
     actor: str,
     *,
@@ -246,9 +245,7 @@ class Cortex:
         uri = self._parse_ref(ref, allow_id=True)
         with self._reading() as txn:
             head = _read_head(txn, uri)
-            return [
-                _read_record(txn, self.actor, uri, head, v) for v in range(1, head.latest + 1)
-            ]
+            return [_read_record(txn, self.actor, uri, head, v) for v in range(1, head.latest + 1)]
 
     @property
     def seq(self) -> int:
@@ -497,11 +494,7 @@ class Batch:
     def _apply(self, entry: Entry, data: bytes) -> None:
         txn = self._txn
         txn.append_entry(entry.seq, data)
-        for table, key, value in apply(self._cx._identity, entry, txn):
-            if value is None:
-                txn.delete(table, key)
-            else:
-                txn.put(table, key, value)
+        txn.apply_mutations(apply(self._cx._identity, entry, txn))
 
     def _append(self, entry: Entry) -> None:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""
@@ -533,9 +526,7 @@ class Batch:
 
     # -- verbs -----------------------------------------------------------------------------
 
-    def write(
-        self, memory: Memory, *, ns: str = DEFAULT_NS, at: int | None = None
-    ) -> MemoryURI:
+    def write(self, memory: Memory, *, ns: str = DEFAULT_NS, at: int | None = None) -> MemoryURI:
         """Store a new memory (see :meth:`Cortex.write`)."""
         self._check_open()
         if not isinstance(memory, Memory):
@@ -545,10 +536,10 @@ class Batch:
             )
         check_name(ns, "ns")
         at = self._cx._at(at)
-        body = memory_to_body(memory)
+        body, body_bytes = encode_body(memory)
         seq = self._next_seq
-        mid = memory_id(self._cx._identity, ns, seq, encode_trusted(body))
-        self._append(Entry(seq, at, "write", ns, {"id": mid, "body": body}))
+        mid = memory_id(self._cx._identity, ns, seq, body_bytes)
+        self._append(Entry(seq, at, "write", ns, {"id": mid, "body": body}, memory, body_bytes))
         return MemoryURI(self._cx.actor, ns, mid, 1)
 
     def _mutable_head(self, ref: MemoryRef) -> tuple[MemoryURI | _BareId, HeadState]:
@@ -585,18 +576,16 @@ class Batch:
         if raw is None:
             raise CorruptionError(f"{_describe(uri)} has no stored head version")
         current = VersionState.decode(raw)
-        cls = type_of(head)
         fields = dict(attrs.asdict(current.memory(), recurse=False))
         fields.update(changes)
-        new_body = memory_to_body(cls(**fields))
+        memory = type_of(head)(**fields)
+        body, body_bytes = encode_body(memory)
         here = MemoryURI(self._cx.actor, head.ns, uri.id, head.head)
-        if new_body == current.body:
+        if body_bytes == current.body:
             return here
         version = head.latest + 1
-        self._append(
-            Entry(self._next_seq, at, "update", head.ns,
-                  {"id": uri.id, "version": version, "body": new_body})
-        )
+        fields = {"id": uri.id, "version": version, "body": body}
+        self._append(Entry(self._next_seq, at, "update", head.ns, fields, memory, body_bytes))
         return here.at_version(version)
 
     def update_head(self, ref: MemoryRef, *, version: int, at: int | None = None) -> MemoryURI:

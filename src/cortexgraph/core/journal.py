@@ -35,11 +35,10 @@ from typing import Any, Protocol
 import attrs
 
 from ..errors import CorruptionError
-from .codec import as_map, decode, encode_trusted
-from .hashing import hash_parts
+from .codec import as_map, decode, encode_head, encode_trusted
+from .hashing import hash_function
 from .keys import (
     ID_SIZE,
-    idx_ns_key,
     idx_status_key,
     idx_tag_key,
     idx_time_key,
@@ -93,19 +92,25 @@ class Identity:
 
 @attrs.frozen
 class Entry:
-    """One journal entry. ``fields`` holds the op-specific fields (see the module doc)."""
+    """One journal entry. ``fields`` holds the op-specific fields (see the module doc).
+
+    Writers that built ``body`` from a validated memory pass it as ``memory`` (with its
+    canonical bytes as ``body_bytes``) so that :func:`apply` need not validate it again;
+    neither is part of the entry's value or equality.
+    """
 
     seq: int
     at: int
     op: str
     ns: str
     fields: Mapping[str, Any] = attrs.field(factory=dict)
+    memory: Memory | None = attrs.field(default=None, eq=False, repr=False)
+    body_bytes: bytes | None = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def memory_id(self) -> bytes:
         """The id of the memory the entry is about."""
-        value = self.fields["id"]
-        assert type(value) is bytes  # checked by decode_entry and by the writers
+        value: bytes = self.fields["id"]
         return value
 
 
@@ -113,30 +118,62 @@ def memory_id(identity: Identity, ns: str, seq: int, body_bytes: bytes) -> bytes
     """The deterministic 16-byte id of the memory a ``write`` entry creates."""
     actor = identity.actor.encode("utf-8")
     ns_b = ns.encode("utf-8")
-    digest = hash_parts(
-        identity.hash_name,
-        _ID_DOMAIN,
-        _U16.pack(len(actor)),
-        actor,
-        _U16.pack(len(ns_b)),
-        ns_b,
-        _U64.pack(seq),
-        body_bytes,
+    data = b"".join(
+        (
+            _ID_DOMAIN,
+            _U16.pack(len(actor)),
+            actor,
+            _U16.pack(len(ns_b)),
+            ns_b,
+            _U64.pack(seq),
+            body_bytes,
+        )
     )
-    return digest[:ID_SIZE]
+    return hash_function(identity.hash_name)(data)[:ID_SIZE]
+
+
+def _encode_scalar(value: Any) -> bytes:
+    return encode_trusted(value)
+
+
+_KEY_BYTES = {
+    key: encode_head(3, len(key)) + key.encode("utf-8")
+    for key in ("v", "seq", "at", "op", "ns", "id", "version", "body", "reason")
+}
+#: every field an entry may hold, in canonical map order (shortest key first, then bytes)
+_ENTRY_ORDER = tuple(sorted(_KEY_BYTES, key=lambda k: (len(k), k)))
 
 
 def encode_entry(entry: Entry) -> bytes:
-    """The canonical bytes of an entry (the caller built ``fields`` from valid parts)."""
-    value: dict[str, Any] = {
-        "v": ENTRY_VERSION,
-        "seq": entry.seq,
-        "at": entry.at,
-        "op": entry.op,
-        "ns": entry.ns,
-    }
-    value.update(entry.fields)
-    return encode_trusted(value)
+    """The canonical bytes of an entry (the caller built ``fields`` from valid parts).
+
+    Equal to ``encode({"v": 1, "seq": ..., **fields})`` (a property test checks it); the
+    body's canonical bytes are spliced in when the writer already has them.
+    """
+    fields = entry.fields
+    if not fields.keys() <= _KEY_BYTES.keys():
+        value = {"v": ENTRY_VERSION, "seq": entry.seq, "at": entry.at, "op": entry.op}
+        value["ns"] = entry.ns
+        value.update(fields)
+        return encode_trusted(value)
+    common = {"v": b"\x01", "seq": encode_head(0, entry.seq), "at": encode_head(0, entry.at)}
+    parts = [encode_head(5, len(fields) + 5)]
+    for key in _ENTRY_ORDER:
+        if key in common:
+            encoded = common[key]
+        elif key == "op":
+            encoded = _encode_scalar(entry.op)
+        elif key == "ns":
+            encoded = _encode_scalar(entry.ns)
+        elif key not in fields:
+            continue
+        elif key == "body" and entry.body_bytes is not None:
+            encoded = entry.body_bytes
+        else:
+            encoded = _encode_scalar(fields[key])
+        parts.append(_KEY_BYTES[key])
+        parts.append(encoded)
+    return b"".join(parts)
 
 
 def decode_entry(data: bytes) -> Entry:
@@ -154,7 +191,7 @@ def decode_entry(data: bytes) -> Entry:
         raise CorruptionError(f"a journal entry has unknown op {op!r}")
     required, optional = _OP_FIELDS[op]
     keys = m.keys() - _COMMON
-    if not _COMMON <= m.keys() or not required <= keys or not keys <= required | optional:
+    if not m.keys() >= _COMMON or not required <= keys or not keys <= required | optional:
         raise CorruptionError(f"a journal {op} entry has missing or extra fields")
     seq, at, ns = m["seq"], m["at"], m["ns"]
     if type(seq) is not int or seq < 1 or type(at) is not int or at < 0:
@@ -188,18 +225,23 @@ class StateView(Protocol):
 
 def _index_keys(ns: str, memory: Memory, memory_id: bytes, at: int) -> list[bytes]:
     """The ``idx`` keys of a memory whose head version was written at ``at``."""
-    keys = [idx_type_key(ns, memory.type_code, memory_id), idx_ns_key(ns, memory_id)]
+    keys = [idx_type_key(ns, memory.type_code, memory_id)]
     keys.extend(idx_tag_key(ns, tag, memory_id) for tag in memory.tags)
     keys.append(idx_time_key(ns, at, memory_id))
     return keys
 
 
 def _reindex(
-    ns: str, memory_id: bytes, old: VersionState, new: VersionState, out: list[Mutation]
+    ns: str,
+    memory_id: bytes,
+    old: VersionState,
+    new: VersionState,
+    new_memory: Memory,
+    out: list[Mutation],
 ) -> None:
     """Move the ``idx`` keys from one head version to another (changed keys only)."""
     before = _index_keys(ns, old.memory(), memory_id, old.at)
-    after = _index_keys(ns, new.memory(), memory_id, new.at)
+    after = _index_keys(ns, new_memory, memory_id, new.at)
     after_set = set(after)
     before_set = set(before)
     out.extend(("idx", key, None) for key in before if key not in after_set)
@@ -223,6 +265,14 @@ def _load_version(view: StateView, memory_id: bytes, version: int, seq: int) -> 
     return VersionState.decode(raw)
 
 
+def _entry_body(entry: Entry) -> tuple[Memory, bytes]:
+    """The memory an entry's body holds and its canonical bytes, validating if needed."""
+    if entry.memory is not None and entry.body_bytes is not None:
+        return entry.memory, entry.body_bytes
+    body = entry.fields["body"]
+    return check_body(body, f"journal entry {entry.seq}"), encode_trusted(body)
+
+
 def apply(identity: Identity, entry: Entry, view: StateView) -> list[Mutation]:
     """The derived-state changes ``entry`` makes, given the state before it.
 
@@ -238,18 +288,21 @@ def apply(identity: Identity, entry: Entry, view: StateView) -> list[Mutation]:
     ns = entry.ns
     op = entry.op
     if op == "write":
-        body = entry.fields["body"]
-        memory = check_body(body, f"journal entry {entry.seq}")
-        body_bytes = encode_trusted(body)
-        if memory_id(identity, ns, entry.seq, body_bytes) != mid:
+        memory, body_bytes = _entry_body(entry)
+        if entry.memory is None and memory_id(identity, ns, entry.seq, body_bytes) != mid:
             raise CorruptionError(f"journal entry {entry.seq} has an id that does not match")
         if view.get("heads", mid) is not None:
             raise CorruptionError(f"journal entry {entry.seq} writes an existing memory")
         head = HeadState(ns, memory.type_name, 1, 1, "active", entry.at, entry.at)
         out.append(("heads", mid, head.encode()))
-        out.append(("versions", version_key(mid, 1), VersionState(entry.seq, entry.at, body).encode()))
+        out.append(
+            (
+                "versions",
+                version_key(mid, 1),
+                VersionState(entry.seq, entry.at, body_bytes).encode(),
+            )
+        )
         out.extend(("idx", key, b"") for key in _index_keys(ns, memory, mid, entry.at))
-        out.append(("idx", idx_status_key(ns, "active", mid), b""))
         return out
 
     head = _load_head(view, entry)
@@ -257,14 +310,13 @@ def apply(identity: Identity, entry: Entry, view: StateView) -> list[Mutation]:
         raise CorruptionError(f"journal entry {entry.seq} changes a tombstoned memory")
     if op == "update":
         version = entry.fields["version"]
-        body = entry.fields["body"]
-        memory = check_body(body, f"journal entry {entry.seq}")
+        memory, body_bytes = _entry_body(entry)
         if version != head.latest + 1 or memory.type_name != head.type_name:
             raise CorruptionError(f"journal entry {entry.seq} is not the next version")
-        new = VersionState(entry.seq, entry.at, body)
+        new = VersionState(entry.seq, entry.at, body_bytes)
         old = _load_version(view, mid, head.head, entry.seq)
         out.append(("versions", version_key(mid, version), new.encode()))
-        _reindex(ns, mid, old, new, out)
+        _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, latest=version, updated_at=entry.at)
         out.append(("heads", mid, head.encode()))
     elif op == "head":
@@ -273,11 +325,10 @@ def apply(identity: Identity, entry: Entry, view: StateView) -> list[Mutation]:
             raise CorruptionError(f"journal entry {entry.seq} moves the head to a bad version")
         old = _load_version(view, mid, head.head, entry.seq)
         new = _load_version(view, mid, version, entry.seq)
-        _reindex(ns, mid, old, new, out)
+        _reindex(ns, mid, old, new, new.memory(), out)
         head = attrs.evolve(head, head=version, updated_at=entry.at)
         out.append(("heads", mid, head.encode()))
     elif op == "tombstone":
-        out.append(("idx", idx_status_key(ns, head.status, mid), None))
         out.append(("idx", idx_status_key(ns, "tombstoned", mid), b""))
         reason = entry.fields.get("reason", "")
         head = attrs.evolve(head, status="tombstoned", updated_at=entry.at, reason=reason)

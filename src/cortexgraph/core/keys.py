@@ -6,12 +6,15 @@ names never contain, so that every key of a namespace shares one prefix)::
     journal    u64be(seq)                                   -> entry (canonical CBOR)
     heads      id(16)                                       -> head record
     versions   id(16) | u32be(version)                      -> version record
-    idx        b"T" | ns\\0 | u8(type code) | id(16)          -> b""   (type)
+    idx        b"T" | ns\\0 | u8(type code) | id(16)          -> b""   (type; namespace)
                b"G" | ns\\0 | tag\\0 | id(16)                  -> b""   (tag)
-               b"N" | ns\\0 | id(16)                          -> b""   (namespace)
-               b"S" | ns\\0 | status\\0 | id(16)               -> b""   (status)
+               b"S" | ns\\0 | status\\0 | id(16)               -> b""   (status other than active)
                b"C" | ns\\0 | u64be(at) | id(16)              -> b""   (time of head version)
     meta       text key (UTF-8)                             -> canonical CBOR value
+
+Every memory has exactly one type key, so the prefix ``b"T" | ns\\0`` lists a namespace
+(the namespace index costs no extra key). Most memories are active, so only the other
+statuses are indexed: "active" is the type prefix minus the status keys.
 
 Memory ids are 16 bytes; a head is keyed by the id alone because ids are unique across
 namespaces (the namespace is hashed into the id).
@@ -23,12 +26,10 @@ import struct
 
 __all__ = [
     "ID_SIZE",
-    "IDX_NS",
     "IDX_STATUS",
     "IDX_TAG",
     "IDX_TIME",
     "IDX_TYPE",
-    "idx_ns_key",
     "idx_status_key",
     "idx_tag_key",
     "idx_time_key",
@@ -43,7 +44,6 @@ ID_SIZE = 16
 
 IDX_TYPE = b"T"
 IDX_TAG = b"G"
-IDX_NS = b"N"
 IDX_STATUS = b"S"
 IDX_TIME = b"C"
 
@@ -77,10 +77,6 @@ def idx_type_key(ns: str, type_code: int, memory_id: bytes) -> bytes:
 
 def idx_tag_key(ns: str, tag: str, memory_id: bytes) -> bytes:
     return ns_prefix(IDX_TAG, ns) + tag.encode("utf-8") + b"\0" + memory_id
-
-
-def idx_ns_key(ns: str, memory_id: bytes) -> bytes:
-    return ns_prefix(IDX_NS, ns) + memory_id
 
 
 def idx_status_key(ns: str, status: str, memory_id: bytes) -> bytes:

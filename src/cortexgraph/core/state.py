@@ -1,43 +1,47 @@
 """Derived records: what ``heads`` and ``versions`` hold, and what ``resolve`` returns.
 
-Layouts (canonical CBOR maps; keys in ``core.keys``)::
+These tables are derived (J4), so their layout is ours to choose; it is fixed-width binary
+so that the hot paths (``resolve``, every write) decode with one ``struct`` call. Each
+layout has exactly one byte representation per value; decoding checks every length and
+range and raises :class:`~cortexgraph.errors.CorruptionError` on anything else::
 
-    heads[id]               {"ns", "type", "head", "latest", "status", "created_at",
-                             "updated_at", "reason"?}
-    versions[id|version]    {"seq", "at", "body"}
+    heads[id]:
+    +----+------+--------+----------+----------+-------------+-------------+-----+----+--------+
+    | 01 | type | status | head u32 | latest   | created_at  | updated_at  | len | ns | reason |
+    |    | u8   | u8     |          | u32      | u64 (ms)    | u64 (ms)    | u8  |    | (rest) |
+    +----+------+--------+----------+----------+-------------+-------------+-----+----+--------+
+
+    versions[id|u32 version]:
+    +----+----------+----------+------------------------------------+
+    | 01 | seq u64  | at u64   | body: canonical CBOR memory map    |
+    +----+----------+----------+------------------------------------+
 
 ``head`` is the version ``resolve`` returns for an unpinned URI; ``latest`` the highest
-version that exists (``update_head`` may move ``head`` below it). ``status`` is
-``"active"`` or ``"tombstoned"``. ``updated_at`` is the ``at`` of the last entry that
-changed the memory. All of it is derived from the journal (J4).
+version that exists (``update_head`` may move ``head`` below it). ``updated_at`` is the
+``at`` of the last entry that changed the memory. ``status`` codes: 1 active, 2 tombstoned.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import struct
 
 import attrs
 
-from ..errors import CorruptionError
-from .codec import as_map, decode, encode_trusted
-from .taxonomy import Memory, check_body
-from .uri import MemoryURI
+from ..errors import CorruptionError, ValidationError
+from .codec import decode_unchecked
+from .taxonomy import MEMORY_TYPES, Memory, encode_body, memory_from_body
+from .uri import MemoryURI, check_name
 
-__all__ = ["STATUSES", "HeadState", "Record", "VersionState"]
+__all__ = ["STATUSES", "HeadState", "Record", "VersionState", "memory_from_stored"]
 
 STATUSES = ("active", "tombstoned")
+_STATUS_CODE = {name: code for code, name in enumerate(STATUSES, start=1)}
+_TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
+_TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}
 
-
-def _int(value: Any, what: str) -> int:
-    if type(value) is not int or value < 0:
-        raise CorruptionError(f"{what} is not a non-negative integer")
-    return value
-
-
-def _str(value: Any, what: str) -> str:
-    if type(value) is not str:
-        raise CorruptionError(f"{what} is not text")
-    return value
+_LAYOUT = 1
+_HEAD = struct.Struct(">BBBIIQQB")
+_VERSION = struct.Struct(">BQQ")
 
 
 @attrs.frozen
@@ -54,69 +58,113 @@ class HeadState:
     reason: str = ""
 
     def encode(self) -> bytes:
-        value: dict[str, Any] = {
-            "ns": self.ns,
-            "type": self.type_name,
-            "head": self.head,
-            "latest": self.latest,
-            "status": self.status,
-            "created_at": self.created_at,
-            "updated_at": self.updated_at,
-        }
-        if self.reason:
-            value["reason"] = self.reason
-        return encode_trusted(value)
+        ns = self.ns.encode("utf-8")
+        return (
+            _HEAD.pack(
+                _LAYOUT,
+                _TYPE_CODE[self.type_name],
+                _STATUS_CODE[self.status],
+                self.head,
+                self.latest,
+                self.created_at,
+                self.updated_at,
+                len(ns),
+            )
+            + ns
+            + self.reason.encode("utf-8")
+        )
 
     @classmethod
     def decode(cls, data: bytes) -> HeadState:
-        m = as_map(decode(data, what="a head record"), "a head record")
-        what = "a head record"
-        if not m.keys() <= {
-            "ns", "type", "head", "latest", "status", "created_at", "updated_at", "reason"
-        }:
-            raise CorruptionError(f"{what} has unknown fields")
         try:
-            state = cls(
-                ns=_str(m["ns"], f"{what} ns"),
-                type_name=_str(m["type"], f"{what} type"),
-                head=_int(m["head"], f"{what} head"),
-                latest=_int(m["latest"], f"{what} latest"),
-                status=_str(m["status"], f"{what} status"),
-                created_at=_int(m["created_at"], f"{what} created_at"),
-                updated_at=_int(m["updated_at"], f"{what} updated_at"),
-                reason=_str(m.get("reason", ""), f"{what} reason"),
+            layout, type_code, status_code, head, latest, created, updated, ns_len = (
+                _HEAD.unpack_from(data)
             )
-        except KeyError as exc:
-            raise CorruptionError(f"{what} lacks {exc.args[0]!r}") from None
-        if state.status not in STATUSES or not 1 <= state.head <= state.latest:
-            raise CorruptionError(f"{what} is inconsistent")
+            end = _HEAD.size + ns_len
+            if layout != _LAYOUT or len(data) < end:
+                raise ValueError("bad layout or length")
+            ns = check_name(data[_HEAD.size : end].decode("utf-8"), "ns")
+            reason = data[end:].decode("utf-8")
+            state = cls(
+                ns,
+                _TYPE_NAME[type_code],
+                head,
+                latest,
+                STATUSES[status_code - 1],
+                created,
+                updated,
+                reason,
+            )
+        except (struct.error, ValueError, KeyError, IndexError, ValidationError) as exc:
+            raise CorruptionError(f"a head record is malformed ({exc})") from None
+        if not 1 <= head <= latest or status_code < 1:
+            raise CorruptionError("a head record is inconsistent")
         return state
 
 
 @attrs.frozen
 class VersionState:
-    """One stored version of a memory."""
+    """One stored version of a memory: the entry that wrote it, and its body bytes."""
 
     seq: int
     at: int
-    body: dict[str, Any]
+    body: bytes
 
     def encode(self) -> bytes:
-        return encode_trusted({"seq": self.seq, "at": self.at, "body": self.body})
+        return _VERSION.pack(_LAYOUT, self.seq, self.at) + self.body
 
     @classmethod
     def decode(cls, data: bytes) -> VersionState:
-        what = "a version record"
-        m = as_map(decode(data, what=what), what)
-        if m.keys() != {"seq", "at", "body"}:
-            raise CorruptionError(f"{what} has the wrong fields")
-        body = m["body"]
-        if type(body) is not dict:
-            raise CorruptionError(f"{what} body is not a map")
-        return cls(_int(m["seq"], f"{what} seq"), _int(m["at"], f"{what} at"), body)
+        if len(data) <= _VERSION.size or data[0] != _LAYOUT:
+            raise CorruptionError("a version record is malformed")
+        _, seq, at = _VERSION.unpack_from(data)
+        return cls(seq, at, data[_VERSION.size :])
 
     def memory(self) -> Memory:
-        return check_body(self.body, "a version record")
+        return memory_from_stored(self.body, "a version record")
+
+
+#: Bodies already verified, by their exact bytes. A hit means these very bytes passed
+#: every check before; memories are immutable, so sharing the object is safe. Bounded.
+_VERIFIED: dict[bytes, Memory] = {}
+_VERIFIED_MAX = 16384
+_VERIFIED_MAX_BODY = 4096
+
+
+def memory_from_stored(body: bytes, what: str) -> Memory:
+    """Decode stored body bytes into a validated memory (J6: one canonical form).
+
+    Raises:
+        CorruptionError: the bytes are not CBOR, not a valid memory, or not exactly the
+            canonical encoding of the memory they decode to.
+    """
+    known = _VERIFIED.get(body)
+    if known is not None:
+        return known
+    memory = _verify_body(body, what)
+    if len(body) <= _VERIFIED_MAX_BODY:
+        if len(_VERIFIED) >= _VERIFIED_MAX:
+            try:
+                del _VERIFIED[next(iter(_VERIFIED))]
+            except (KeyError, RuntimeError, StopIteration):  # another thread got there first
+                pass
+        _VERIFIED[body] = memory
+    return memory
+
+
+def _verify_body(body: bytes, what: str) -> Memory:
+    value = decode_unchecked(body, what=what)
+    if type(value) is not dict:
+        raise CorruptionError(f"{what} body is not a map")
+    try:
+        memory = memory_from_body(value)
+    except ValidationError as exc:
+        raise CorruptionError(f"{what} holds an invalid memory: {exc}") from None
+    # Re-encoding the validated memory and comparing bytes checks canonical form (J6) and
+    # that the stored map is exactly the memory's body (no stray defaults or orderings).
+    if encode_body(memory)[1] != body:
+        raise CorruptionError(f"{what} body is not in canonical form")
+    return memory
 
 
 @attrs.frozen

@@ -34,6 +34,7 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 
 from ..errors import CorruptionError, ValidationError
+from .codec import canonical_keys, encode_head, encode_into
 
 __all__ = [
     "MAX_TEXT_BYTES",
@@ -188,7 +189,9 @@ def _int_range(lo: int, hi: int) -> Callable[[Any, attrs.Attribute[Any], Any], N
                 f"must be an integer, not {type(value).__name__}", field=attribute.name
             )
         if not lo <= value <= hi:
-            raise ValidationError(f"must be between {lo} and {hi}, not {value}", field=attribute.name)
+            raise ValidationError(
+                f"must be between {lo} and {hi}, not {value}", field=attribute.name
+            )
 
     return check
 
@@ -241,7 +244,7 @@ def _guarded(cls: type[T]) -> type[T]:
                 raise ValidationError(f"required for {type_name}", field=name)
         generated(self, **kwargs)
 
-    cls.__init__ = __init__  # type: ignore[misc]
+    cls.__init__ = __init__  # type: ignore[method-assign]
     return cls
 
 
@@ -255,15 +258,20 @@ class Source:
     """Where a memory came from: the session, branch and directory, and who said it."""
 
     origin: str = attrs.field(default="system", validator=_one_of(ORIGINS))
-    session: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
-    branch: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    session: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
+    branch: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
     cwd: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
 
 
 def _source(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value is not None and type(value) is not Source:
         raise ValidationError(
-            f"must be a cortexgraph.Source or None, not {type(value).__name__}", field=attribute.name
+            f"must be a cortexgraph.Source or None, not {type(value).__name__}",
+            field=attribute.name,
         )
 
 
@@ -281,7 +289,9 @@ class Memory:
     type_code: ClassVar[int] = 0
 
     text: str = attrs.field(converter=_nfc, validator=_text(required=True))
-    summary: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    summary: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
     tags: tuple[str, ...] = attrs.field(default=(), converter=_normalise_tags, validator=_tags)
     confidence: float = attrs.field(
         default=1.0, converter=_normalise_confidence, validator=_unit_float
@@ -349,12 +359,20 @@ class Event(Memory):
     type_name: ClassVar[str] = "event"
     type_code: ClassVar[int] = 6
 
-    channel: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    channel: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
     occurred_at: int | None = attrs.field(default=None, validator=_optional_ms)
-    agent_id: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
-    speaker: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    agent_id: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
+    speaker: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
     kind: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
-    call_id: str | None = attrs.field(default=None, converter=_nfc_or_none, validator=_optional_short)
+    call_id: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
 
 
 def _content_hash(instance: ArtifactRef, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -449,14 +467,14 @@ _BY_NAME: dict[str, type[Memory]] = {t.type_name: t for t in MEMORY_TYPES}
 _BY_CODE: dict[int, type[Memory]] = {t.type_code: t for t in MEMORY_TYPES}
 
 
-def type_by_name(name: str) -> type[Memory]:
+def type_by_name(name: object) -> type[Memory]:
     """The memory class called ``name`` (``"fact"``, ``"artifact_ref"``, ...).
 
     Raises:
         ValidationError: no such type.
     """
     try:
-        return _BY_NAME[name]
+        return _BY_NAME[name]  # type: ignore[index]
     except (KeyError, TypeError):
         raise ValidationError(
             f"unknown memory type {name!r}; expected one of {', '.join(_BY_NAME)}", field="type"
@@ -483,27 +501,45 @@ def _source_to_map(source: Source) -> dict[str, Any]:
 _FIELD_NAMES: dict[type[Memory], tuple[str, ...]] = {
     t: tuple(f.name for f in attrs.fields(t)) for t in MEMORY_TYPES
 }
+#: per type: (field name, its canonical-CBOR key bytes) in canonical map order, "type" included
+_BODY_ORDER: dict[type[Memory], tuple[tuple[str, bytes], ...]] = {
+    t: canonical_keys(("type", *names)) for t, names in _FIELD_NAMES.items()
+}
 
 
 def memory_to_body(memory: Memory) -> dict[str, Any]:
     """The canonical map of a memory: its type and every non-empty field."""
+    return encode_body(memory)[0]
+
+
+def encode_body(memory: Memory) -> tuple[dict[str, Any], bytes]:
+    """The canonical map of a memory and its canonical CBOR bytes, in one pass.
+
+    ``encode_body(m)[1] == encode(memory_to_body(m))``; the map is built in canonical key
+    order, so the bytes need no sorting.
+    """
     cls = type(memory)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        raise ValidationError(
-            f"{cls.__name__} is not one of the nine memory types", field="type"
-        )
-    body: dict[str, Any] = {"type": cls.type_name}
-    for name in names:
-        value = getattr(memory, name)
-        if _omit(value):
-            continue
-        if name == "source":
-            value = _source_to_map(value)
-        elif type(value) is tuple:
-            value = list(value)
+    order = _BODY_ORDER.get(cls)
+    if order is None:
+        raise ValidationError(f"{cls.__name__} is not one of the nine memory types", field="type")
+    body: dict[str, Any] = {}
+    out: list[bytes] = [b""]
+    for name, key_bytes in order:
+        if name == "type":
+            value: Any = cls.type_name
+        else:
+            value = getattr(memory, name)
+            if value is None or value is False or value == "" or value == ():
+                continue
+            if name == "source":
+                value = _source_to_map(value)
+            elif type(value) is tuple:
+                value = list(value)
         body[name] = value
-    return body
+        out.append(key_bytes)
+        encode_into(value, out)
+    out[0] = encode_head(5, len(body))
+    return body, b"".join(out)
 
 
 def memory_from_body(body: Mapping[str, Any]) -> Memory:
@@ -515,7 +551,7 @@ def memory_from_body(body: Mapping[str, Any]) -> Memory:
     if not isinstance(body, Mapping):
         raise ValidationError("a memory body must be a map", field="body")
     fields = dict(body)
-    cls = type_by_name(fields.pop("type", None))  # type: ignore[arg-type]
+    cls = type_by_name(fields.pop("type", None))
     source = fields.get("source")
     if source is not None:
         if not isinstance(source, Mapping):

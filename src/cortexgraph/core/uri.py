@@ -23,9 +23,7 @@ from .keys import ID_SIZE
 __all__ = ["MemoryURI", "check_name"]
 
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-_URI = re.compile(
-    r"cx://(?P<actor>[^/]*)/(?P<ns>[^/]*)/(?P<id>[^/@]*)(?:@(?P<version>[^/@]*))?"
-)
+_URI = re.compile(r"cx://(?P<actor>[^/]*)/(?P<ns>[^/]*)/(?P<id>[^/@]*)(?:@(?P<version>[^/@]*))?")
 _HEX_ID = re.compile(r"[0-9a-f]{32}")
 _VERSION = re.compile(r"[1-9][0-9]{0,9}")
 MAX_VERSION = 2**32 - 1
@@ -76,7 +74,9 @@ class MemoryURI:
         if type(text) is not str:
             raise URIError(f"a memory URI must be a string, not {type(text).__name__}")
         if "#" in text:
-            raise URIError("fragments such as '#latest' are not allowed; pin with @version", uri=text)
+            raise URIError(
+                "fragments such as '#latest' are not allowed; pin with @version", uri=text
+            )
         if "?" in text:
             raise URIError("query strings are not allowed", uri=text)
         m = _URI.fullmatch(text)
@@ -88,9 +88,7 @@ class MemoryURI:
                 raise URIError(f"{field} {value!r} is not a valid name", uri=text)
         if not _HEX_ID.fullmatch(hex_id):
             raise URIError("the id must be 32 lowercase hex digits", uri=text)
-        if version is not None and (
-            not _VERSION.fullmatch(version) or int(version) > MAX_VERSION
-        ):
+        if version is not None and (not _VERSION.fullmatch(version) or int(version) > MAX_VERSION):
             raise URIError("the version must be a positive integer without leading zeros", uri=text)
         return cls(actor, ns, bytes.fromhex(hex_id), None if version is None else int(version))
 

@@ -39,8 +39,8 @@ from ..core.keys import seq_from_key, seq_key
 from ..errors import (
     AlreadyOpenError,
     BatchNoJournalError,
-    CortexError,
     CorruptionError,
+    CortexError,
     NotFoundError,
     ReadOnlyError,
     ValidationError,
@@ -145,6 +145,19 @@ class WriteTxn(ReadTxn):
         self.mutations += 1
         try:
             self._txn.delete(key, db=self._dbs[table])
+        except lmdb.MapFullError:
+            raise MapFull from None
+
+    def apply_mutations(self, mutations: list[tuple[str, bytes, bytes | None]]) -> None:
+        """Put or delete each ``(table, key, value)``; ``None`` deletes."""
+        self.mutations += len(mutations)
+        txn, dbs = self._txn, self._dbs
+        try:
+            for table, key, value in mutations:
+                if value is None:
+                    txn.delete(key, db=dbs[table])
+                else:
+                    txn.put(key, value, db=dbs[table])
         except lmdb.MapFullError:
             raise MapFull from None
 
