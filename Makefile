@@ -1,0 +1,39 @@
+# cortexgraph — the README's two commands are `make demo` and `make test`.
+# Both create .venv and install what they need on a fresh machine.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-dev
+PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: demo test lint typecheck pytest bench install clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+	$(PIP) install -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/cortexgraph demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benches
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+# pytest exits 5 when it collected no tests; that is a failure here like any non-zero code.
+pytest: $(STAMP)
+	CORTEXGRAPH_INVARIANTS=1 $(BIN)/python -m pytest
+
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	$(BIN)/python benches/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks

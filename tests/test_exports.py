@@ -1,0 +1,68 @@
+"""The public surface changes only on purpose."""
+
+from __future__ import annotations
+
+import cortexgraph as cg
+
+# The documented public API (README, docs/api.md). Changing it is a release note.
+PUBLIC = [
+    "AlreadyOpenError",
+    "ArtifactRef",
+    "Attest",
+    "Batch",
+    "BatchNoJournalError",
+    "Clock",
+    "Constraint",
+    "CorruptionError",
+    "Cortex",
+    "CortexError",
+    "Entry",
+    "Event",
+    "Fact",
+    "Goal",
+    "LearnWeights",
+    "ManualClock",
+    "Memory",
+    "MemoryURI",
+    "NotFoundError",
+    "Pattern",
+    "Preference",
+    "ReadOnlyError",
+    "Record",
+    "Source",
+    "SystemClock",
+    "TombstonedError",
+    "TooBroadQueryError",
+    "URIError",
+    "UnboundedQueryError",
+    "ValidationError",
+    "VerificationError",
+    "VersionConflictError",
+    "__version__",
+    "open",
+]
+
+
+def test_public_names_are_exactly_the_documented_ones() -> None:
+    """__all__ lists exactly the documented names, sorted, and each one exists."""
+    assert cg.__all__ == PUBLIC
+    assert cg.__all__ == sorted(cg.__all__)
+    for name in cg.__all__:
+        assert hasattr(cg, name), name
+
+
+def test_error_tree() -> None:
+    """Every error is a CortexError, with the documented built-in bases."""
+    errors = [getattr(cg, n) for n in PUBLIC if n.endswith("Error")]
+    assert all(issubclass(e, cg.CortexError) for e in errors)
+    assert issubclass(cg.ValidationError, ValueError)
+    assert issubclass(cg.URIError, cg.ValidationError)
+    assert issubclass(cg.NotFoundError, LookupError)
+
+
+def test_nine_memory_types() -> None:
+    """The taxonomy is the closed set of nine types, all subclasses of Memory."""
+    types = [cg.Goal, cg.Preference, cg.Constraint, cg.Fact, cg.Pattern, cg.Event]
+    types += [cg.ArtifactRef, cg.Attest, cg.LearnWeights]
+    assert all(issubclass(t, cg.Memory) for t in types)
+    assert len({t.type_name for t in types}) == len({t.type_code for t in types}) == 9
