@@ -122,9 +122,8 @@ def test_other_threads_do_not_see_an_uncommitted_batch(cx: cg.Cortex) -> None:
 def test_batches_do_not_nest_and_are_single_use(cx: cg.Cortex) -> None:
     """Opening a batch inside a batch is an error (it would deadlock LMDB); so is reusing
     a finished batch or calling its verbs outside the `with`."""
-    with cx.batch():
-        with pytest.raises(cg.CortexError, match="do not nest"):
-            cx.batch().__enter__()
+    with cx.batch(), pytest.raises(cg.CortexError, match="do not nest"):
+        cx.batch().__enter__()
     b = cx.batch()
     with pytest.raises(cg.CortexError, match="not open"):
         b.write(cg.Fact(text="x"))

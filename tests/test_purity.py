@@ -88,8 +88,9 @@ sys.modules["cortexgraph"] = package
 for name in {modules!r}:
     importlib.import_module(name)
 shell = {{"lmdb", "hnswlib", "torch", "httpx", "sentence_transformers"}}
+pure = ("cortexgraph.core", "cortexgraph.errors")
 bad = [m for m in sys.modules if m.split(".")[0] in shell
-       or (m.startswith("cortexgraph.") and not m.startswith(("cortexgraph.core", "cortexgraph.errors")))]
+       or (m.startswith("cortexgraph.") and not m.startswith(pure))]
 print(",".join(sorted(bad)))
 print(len([m for m in sys.modules if m.startswith("cortexgraph.core.")]))
 """
