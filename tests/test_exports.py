@@ -30,6 +30,7 @@ PUBLIC = [
     "ReadOnlyError",
     "Record",
     "Source",
+    "Stats",
     "SystemClock",
     "TombstonedError",
     "TooBroadQueryError",

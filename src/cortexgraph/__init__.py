@@ -27,7 +27,7 @@ from .core.taxonomy import (
     Source,
 )
 from .core.uri import MemoryURI
-from .cortex import Batch, Cortex, open
+from .cortex import Batch, Cortex, Stats, open
 from .errors import (
     AlreadyOpenError,
     BatchNoJournalError,
@@ -71,6 +71,7 @@ __all__ = [
     "ReadOnlyError",
     "Record",
     "Source",
+    "Stats",
     "SystemClock",
     "TombstonedError",
     "TooBroadQueryError",

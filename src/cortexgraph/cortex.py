@@ -34,7 +34,7 @@ from .errors import (
 )
 from .store.env import DEFAULT_MAP_SIZE, TABLES, Environment, MapFull, ReadTxn, WriteTxn
 
-__all__ = ["Batch", "Cortex", "open"]
+__all__ = ["Batch", "Cortex", "Stats", "open"]
 
 DEFAULT_NS = "default"
 _JOURNAL_CHUNK = 512
@@ -292,6 +292,18 @@ class Cortex:
             for key, value in cur:
                 yield int.from_bytes(key, "big"), bytes(value)
 
+    def stats(self) -> Stats:
+        """Counts taken in one read: journal length, memories, and entries per table."""
+        with self._reading() as txn:
+            tables = {name: self._env.table_entries(txn, name) for name in TABLES}
+            return Stats(
+                seq=txn.last_seq(),
+                memories=tables["heads"],
+                tables=tables,
+                map_size=self._env.map_size(),
+                hash_name=self.hash_name,
+            )
+
     def table_digests(self) -> dict[str, str]:
         """A BLAKE3 hex digest of every table's keys and values, taken in one read.
 
@@ -350,6 +362,17 @@ class Cortex:
                     raise CorruptionError(f"J1: journal seq {expected_seq} is not what was written")
                 if decode_entry(stored) != entry:
                     raise CorruptionError(f"J6: journal seq {expected_seq} does not round-trip")
+
+
+@attrs.frozen
+class Stats:
+    """What :meth:`Cortex.stats` reports."""
+
+    seq: int
+    memories: int
+    tables: dict[str, int]
+    map_size: int
+    hash_name: str
 
 
 @attrs.frozen

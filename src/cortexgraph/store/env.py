@@ -352,6 +352,10 @@ class Environment:
     def closed(self) -> bool:
         return self._closed
 
+    def table_entries(self, txn: ReadTxn, table: str) -> int:
+        """How many keys ``table`` holds."""
+        return int(txn._txn.stat(self.dbs[table])["entries"])
+
     def table_digest(self, txn: ReadTxn, table: str) -> bytes:
         """BLAKE3 over every (key, value) of ``table`` in key order, length-prefixed."""
         h = blake3.blake3()

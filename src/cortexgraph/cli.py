@@ -1,0 +1,301 @@
+"""The ``cortexgraph`` command. Every command goes through the public API only.
+
+Exit codes: 0 success; 1 the library refused or failed (a ``CortexError``: not found,
+validation, conflict, corruption); 2 usage errors and I/O errors. ``--json`` prints one
+JSON document (or JSON lines for streams) for scripts; without it output is for people.
+
+The store is ``--root`` (default ``$CORTEXGRAPH_ROOT`` or ``./.cortexgraph``) and the actor
+``--actor`` (default ``$CORTEXGRAPH_ACTOR`` or ``agent``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from . import __version__
+from .cortex import Cortex, open
+from .core.journal import Entry
+from .core.state import Record
+from .core.taxonomy import Memory, memory_to_body, type_by_name
+from .errors import CortexError
+
+__all__ = ["main"]
+
+
+def _default_root() -> str:
+    return os.environ.get("CORTEXGRAPH_ROOT", ".cortexgraph")
+
+
+def _default_actor() -> str:
+    return os.environ.get("CORTEXGRAPH_ACTOR", "agent")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    """A record as a JSON-ready dict."""
+    return {
+        "uri": str(record.uri),
+        "type": record.memory.type_name,
+        "version": record.version,
+        "head": record.head,
+        "latest": record.latest,
+        "status": record.status,
+        "seq": record.seq,
+        "at": record.at,
+        "created_at": record.created_at,
+        "memory": memory_to_body(record.memory),
+    }
+
+
+def entry_json(entry: Entry) -> dict[str, Any]:
+    """A journal entry as a JSON-ready dict (bytes as hex)."""
+    return {
+        "seq": entry.seq,
+        "at": entry.at,
+        "op": entry.op,
+        "ns": entry.ns,
+        **_jsonable(dict(entry.fields)),
+    }
+
+
+def _print_record(record: Record) -> None:
+    memory = record.memory
+    flags = [] if record.status == "active" else [record.status]
+    if not record.is_head:
+        flags.append(f"head is v{record.head}")
+    suffix = f"  ({', '.join(flags)})" if flags else ""
+    print(f"{record.uri}  [{memory.type_name}] v{record.version}/{record.latest}{suffix}")
+    print(f"  {memory.text}")
+    if memory.tags:
+        print(f"  tags: {', '.join(memory.tags)}")
+    print(f"  confidence {memory.confidence:g}  priority {memory.priority}  seq {record.seq}")
+
+
+class _Output:
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+
+    def emit(self, data: Any, text: str | None = None) -> None:
+        if self.as_json:
+            print(json.dumps(data, ensure_ascii=False, sort_keys=True))
+        elif text is not None:
+            print(text)
+
+
+def _open(args: argparse.Namespace, *, readonly: bool = False, create: bool = False) -> Cortex:
+    return open(args.root, args.actor, readonly=readonly, create=create)
+
+
+def _memory_from_args(args: argparse.Namespace) -> Memory:
+    cls = type_by_name(args.type)
+    fields: dict[str, Any] = {"text": args.text}
+    if args.tag:
+        fields["tags"] = args.tag
+    for name in ("summary", "priority", "confidence"):
+        value = getattr(args, name)
+        if value is not None:
+            fields[name] = value
+    if args.pinned:
+        fields["pinned"] = True
+    return cls(**fields)
+
+
+# -- commands -------------------------------------------------------------------------------
+
+
+def cmd_init(args: argparse.Namespace, out: _Output) -> int:
+    with open(args.root, args.actor, hash_name=args.hash) as cx:
+        out.emit(
+            {"path": str(cx.path), "actor": cx.actor, "hash_name": cx.hash_name, "seq": cx.seq},
+            f"initialised {cx.path} (actor {cx.actor}, hash {cx.hash_name}, seq {cx.seq})",
+        )
+    return 0
+
+
+def cmd_remember(args: argparse.Namespace, out: _Output) -> int:
+    memory = _memory_from_args(args)
+    with _open(args, create=True) as cx:
+        uri = cx.write(memory, ns=args.ns)
+    out.emit({"uri": str(uri)}, str(uri))
+    return 0
+
+
+def cmd_get(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=True) as cx:
+        records = cx.history(args.uri) if args.history else [cx.resolve(args.uri)]
+    if out.as_json:
+        out.emit([record_json(r) for r in records] if args.history else record_json(records[0]))
+    else:
+        for record in records:
+            _print_record(record)
+    return 0
+
+
+def cmd_update(args: argparse.Namespace, out: _Output) -> int:
+    changes: dict[str, Any] = {}
+    for name in ("text", "summary", "priority", "confidence"):
+        value = getattr(args, name)
+        if value is not None:
+            changes[name] = value
+    if args.tag is not None:
+        changes["tags"] = args.tag
+    with _open(args) as cx:
+        uri = cx.update(args.uri, expected_version=args.expected_version, **changes)
+    out.emit({"uri": str(uri)}, str(uri))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args) as cx:
+        uri = cx.tombstone(args.uri, reason=args.reason)
+    out.emit({"uri": str(uri), "status": "tombstoned"}, f"tombstoned {uri}")
+    return 0
+
+
+def cmd_journal(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=True) as cx:
+        for entry in cx.journal(since=args.since):
+            data = entry_json(entry)
+            if out.as_json:
+                print(json.dumps(data, ensure_ascii=False, sort_keys=True))
+            else:
+                target = data.get("id", "")
+                extra = f" v{data['version']}" if "version" in data else ""
+                print(f"{entry.seq:>8}  {entry.at}  {entry.op:<9} {entry.ns}/{target}{extra}")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=True) as cx:
+        stats = cx.stats()
+        digests = cx.table_digests()
+    data = {**attrs.asdict(stats), "digests": digests, "path": str(Path(args.root) / args.actor)}
+    lines = [
+        f"{data['path']}: seq {stats.seq}, {stats.memories} memories, hash {stats.hash_name}",
+        *(
+            f"  {name:<10} {count:>10}  {digests[name][:16]}"
+            for name, count in stats.tables.items()
+        ),
+    ]
+    out.emit(data, "\n".join(lines))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace, out: _Output) -> int:
+    from .demo import run_demo
+
+    if args.dir is not None:
+        return run_demo(Path(args.dir), as_json=out.as_json)
+    with tempfile.TemporaryDirectory(prefix="cortexgraph-demo-") as tmp:
+        return run_demo(Path(tmp), as_json=out.as_json)
+
+
+# -- parser -------------------------------------------------------------------------------
+
+
+def _add_memory_options(p: argparse.ArgumentParser, *, for_update: bool) -> None:
+    p.add_argument("--tag", action="append", help="a tag (repeat for several)")
+    p.add_argument("--summary", help="a one-line summary")
+    p.add_argument("--priority", type=int, help="1..10")
+    p.add_argument("--confidence", type=float, help="0..1")
+    if not for_update:
+        p.add_argument("--type", default="fact", help="memory type (default: fact)")
+        p.add_argument("--pinned", action="store_true", help="exempt from decay")
+        p.add_argument("--ns", default="default", help="namespace (default: default)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="cortexgraph",
+        description="An embeddable, deterministic, verifiable memory graph for AI agents.",
+    )
+    parser.add_argument("--version", action="version", version=f"cortexgraph {__version__}")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--root", default=_default_root(), help="store root directory")
+    common.add_argument("--actor", default=_default_actor(), help="actor name")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("init", parents=[common], help="create an actor's store")
+    p.add_argument("--hash", choices=["blake3", "sha256"], default=None, help="commit hash")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("remember", parents=[common], help="write a memory")
+    p.add_argument("text")
+    _add_memory_options(p, for_update=False)
+    p.set_defaults(func=cmd_remember)
+
+    p = sub.add_parser("get", parents=[common], help="resolve a memory URI")
+    p.add_argument("uri")
+    p.add_argument("--history", action="store_true", help="every version")
+    p.set_defaults(func=cmd_get)
+
+    p = sub.add_parser("update", parents=[common], help="write a new version of a memory")
+    p.add_argument("uri")
+    p.add_argument("--text")
+    p.add_argument("--expected-version", type=int, default=None)
+    _add_memory_options(p, for_update=True)
+    p.set_defaults(func=cmd_update)
+
+    p = sub.add_parser("forget", parents=[common], help="tombstone a memory")
+    p.add_argument("uri")
+    p.add_argument("--reason", default="")
+    p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser("journal", parents=[common], help="print the change feed")
+    p.add_argument("--since", type=int, default=0, help="print entries after this seq")
+    p.set_defaults(func=cmd_journal)
+
+    p = sub.add_parser("inspect", parents=[common], help="table counts and digests")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("demo", parents=[common], help="run the end-to-end demo")
+    p.add_argument("--dir", default=None, help="keep the demo store here")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = _Output(args.json)
+    try:
+        code: int = args.func(args, out)
+    except CortexError as exc:
+        _fail(out, type(exc).__name__, str(exc))
+        return 1
+    except OSError as exc:
+        _fail(out, "OSError", str(exc))
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+def _fail(out: _Output, kind: str, message: str) -> None:
+    if out.as_json:
+        print(json.dumps({"error": kind, "message": message}), file=sys.stderr)
+    else:
+        print(f"cortexgraph: {kind}: {message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

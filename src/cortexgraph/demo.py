@@ -1,0 +1,141 @@
+"""The end-to-end demo behind ``make demo`` / ``cortexgraph demo``.
+
+One coding agent remembers things about a project in an embedded store, revises them with
+optimistic concurrency, rolls a memory back, forgets one, survives a failed batch, reads
+its own change feed, and finally shows that the same operations on a second store give
+byte-identical tables. The clock is a :class:`~cortexgraph.clock.ManualClock`, so every
+run prints the same ids.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import cortexgraph as cg
+
+__all__ = ["run_demo"]
+
+START = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+
+
+def _story(cx: cg.Cortex, clock: cg.ManualClock, say: Any) -> dict[str, Any]:
+    say("1. The agent learns about the project (one atomic batch)")
+    with cx.batch() as b:
+        arch = b.write(
+            cg.Fact(
+                text="The API service is a FastAPI app deployed to Kubernetes via Argo CD.",
+                tags=["architecture", "deploy"],
+                confidence=0.9,
+                priority=8,
+                source=cg.Source(origin="human", branch="main", cwd="/src/api"),
+            ),
+            ns="project",
+        )
+        rule = b.write(
+            cg.Constraint(
+                text="Never run database migrations from CI; a human applies them.",
+                tags=["deploy", "database"],
+                priority=10,
+                pinned=True,
+            ),
+            ns="project",
+        )
+        pref = b.write(
+            cg.Preference(text="The team prefers small PRs with one reviewer.", tags=["process"]),
+            ns="project",
+        )
+        goal = b.write(cg.Goal(text="Ship the billing endpoint", priority=9), ns="project")
+        b.write(
+            cg.Event(text="Deploy 142 failed: migration lock", channel="ci", tags=["deploy"]),
+            ns="project",
+        )
+    for uri in (arch, rule, pref, goal):
+        record = cx.resolve(uri)
+        say(f"   {record.uri}  [{record.memory.type_name}] {record.memory.text}")
+    say(f"   journal seq is now {cx.seq}")
+
+    say("2. A revision with optimistic concurrency")
+    clock.advance(60_000)
+    arch2 = cx.update(arch, expected_version=1, text=arch_text_v2(), confidence=0.95)
+    say(f"   updated to {arch2}")
+    try:
+        cx.update(arch, expected_version=1, text="a stale edit based on version 1")
+    except cg.VersionConflictError as exc:
+        say(f"   a second writer based on v1 is refused: {exc}")
+
+    say("3. Rolling the head back, and forward again")
+    clock.advance(1_000)
+    cx.update_head(arch, version=1)
+    say(f"   head is v{cx.resolve(arch.head).version}: {cx.resolve(arch.head).memory.text}")
+    cx.update_head(arch, version=2)
+    say(f"   head is v{cx.resolve(arch.head).version} again")
+
+    say("4. Forgetting keeps the audit trail")
+    clock.advance(1_000)
+    cx.tombstone(pref, reason="the team changed its review policy")
+    try:
+        cx.update(pref, text="changed my mind")
+    except cg.TombstonedError as exc:
+        say(f"   update refused: {exc}")
+    say(f"   still resolvable: {cx.resolve(pref).memory.text!r} ({cx.resolve(pref).status})")
+
+    say("5. A batch that fails leaves nothing behind")
+    seq = cx.seq
+    try:
+        with cx.batch() as b:
+            b.write(cg.Fact(text="half-finished thought"), ns="project")
+            b.update(goal, status="achieved")
+            raise RuntimeError("the agent crashed mid-batch")
+    except RuntimeError as exc:
+        say(f"   {exc}: seq stays {cx.seq} (was {seq}); goal is {goal_status(cx, goal)}")
+
+    say("6. The change feed")
+    for entry in cx.journal():
+        target = entry.fields["id"].hex()[:12]
+        extra = f" -> v{entry.fields['version']}" if "version" in entry.fields else ""
+        say(f"   seq {entry.seq:>2}  {entry.op:<9} {entry.ns}/{target}{extra}")
+    return {
+        "uris": [str(u) for u in (arch, rule, pref, goal)],
+        "seq": cx.seq,
+        "digests": cx.table_digests(),
+    }
+
+
+def arch_text_v2() -> str:
+    return "The API service is a FastAPI app deployed to Kubernetes via Argo CD (since v2.3)."
+
+
+def goal_status(cx: cg.Cortex, goal: cg.MemoryURI) -> str:
+    return str(getattr(cx.resolve(goal.head).memory, "status", "?"))
+
+
+def run_demo(root: Path, *, as_json: bool = False) -> int:
+    """Run the demo under ``root``; print the story (or a JSON summary). Returns 0."""
+    lines: list[str] = []
+    say = lines.append if as_json else print
+    say(f"cortexgraph {cg.__version__} demo in {root}")
+    clock = cg.ManualClock(START)
+    with cg.open(root, "coder", clock=clock) as cx:
+        summary = _story(cx, clock, say)
+
+    say("7. Reopened read-only, the store is exactly as committed")
+    with cg.open(root, "coder", readonly=True) as ro:
+        stats = ro.stats()
+        same = ro.table_digests() == summary["digests"]
+        say(f"   seq {stats.seq}, {stats.memories} memories, tables unchanged: {same}")
+
+    say("8. Determinism: the same operations on a second store give the same bytes")
+    quiet: list[str] = []
+    twin_clock = cg.ManualClock(START)
+    with cg.open(root / "twin", "coder", clock=twin_clock) as twin:
+        twin_summary = _story(twin, twin_clock, quiet.append)
+    identical = twin_summary["digests"] == summary["digests"]
+    say(f"   every table byte-identical: {identical}")
+    for name, digest in sorted(summary["digests"].items()):
+        if name in ("journal", "heads", "versions", "idx"):
+            say(f"   {name:<9} {digest[:32]}")
+    if as_json:
+        print(json.dumps({**summary, "identical_twin": identical, "story": lines}, indent=2))
+    return 0 if identical and same else 1

@@ -1,0 +1,111 @@
+"""The `cortexgraph` command: every command, --json output, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cortexgraph.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_remember_get_update_forget_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A memory's whole life through the CLI, checked through --json output."""
+    root = ["--root", str(tmp_path), "--actor", "cli", "--json"]
+    code, out, _ = run(capsys, "init", *root, "--hash", "sha256")
+    assert code == 0 and json.loads(out)["hash_name"] == "sha256"
+    code, out, _ = run(
+        capsys, "remember", "Deploys go through CI", "--tag", "Deploy", "--priority", "8", *root
+    )
+    assert code == 0
+    uri = json.loads(out)["uri"]
+    assert uri.startswith("cx://cli/default/") and uri.endswith("@1")
+
+    code, out, _ = run(capsys, "get", uri, *root)
+    record = json.loads(out)
+    assert record["memory"] == {
+        "type": "fact",
+        "text": "Deploys go through CI",
+        "tags": ["deploy"],
+        "confidence": 1.0,
+        "priority": 8,
+    }
+    assert (record["version"], record["status"], record["seq"]) == (1, "active", 1)
+
+    code, out, _ = run(
+        capsys, "update", uri, "--text", "Deploys go through Argo", *root, "--expected-version", "1"
+    )
+    assert code == 0 and json.loads(out)["uri"].endswith("@2")
+    code, out, _ = run(capsys, "forget", uri, "--reason", "moved", *root)
+    assert code == 0
+    code, out, _ = run(capsys, "get", uri, "--history", *root)
+    assert [r["version"] for r in json.loads(out)] == [1, 2]
+    assert {r["status"] for r in json.loads(out)} == {"tombstoned"}
+
+    code, out, _ = run(capsys, "journal", *root)
+    entries = [json.loads(line) for line in out.splitlines()]
+    assert [e["op"] for e in entries] == ["write", "update", "tombstone"]
+    assert entries[2]["reason"] == "moved"
+
+    code, out, _ = run(capsys, "inspect", *root)
+    stats = json.loads(out)
+    assert stats["seq"] == 3 and stats["memories"] == 1 and stats["tables"]["versions"] == 2
+
+
+def test_human_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --json the output is lines for people."""
+    root = ["--root", str(tmp_path)]
+    _, out, _ = run(capsys, "remember", "hello there", "--type", "preference", *root)
+    uri = out.strip()
+    code, out, _ = run(capsys, "get", uri, *root)
+    assert code == 0 and "[preference] v1/1" in out and "hello there" in out
+    code, out, _ = run(capsys, "journal", *root)
+    assert "write" in out and out.count("\n") == 1
+
+
+def test_library_errors_exit_1_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A refused operation exits 1 and says why on stderr (JSON with --json)."""
+    root = ["--root", str(tmp_path)]
+    run(capsys, "init", *root)
+    code, _, err = run(capsys, "get", "cx://agent/default/" + "0" * 32, *root)
+    assert code == 1 and "NotFoundError" in err
+    code, _, err = run(capsys, "remember", "x", "--priority", "11", *root, "--json")
+    assert code == 1 and json.loads(err)["error"] == "ValidationError"
+    code, _, err = run(capsys, "get", "cx://agent/default/abc#latest", *root)
+    assert code == 1 and "fragment" in err
+    code, _, err = run(
+        capsys, "get", "cx://agent/default/" + "0" * 32, "--root", str(tmp_path / "none")
+    )
+    assert code == 1 and "no cortexgraph environment" in err
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse usage errors exit 2."""
+    with pytest.raises(SystemExit) as caught:
+        main(["remember"])
+    assert caught.value.code == 2
+    with pytest.raises(SystemExit) as caught:
+        main(["no-such-command"])
+    assert caught.value.code == 2
+
+
+def test_demo_runs_and_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo succeeds, and two runs print the same URIs and digests."""
+    code, out1, _ = run(capsys, "demo", "--json", "--dir", str(tmp_path / "a"))
+    assert code == 0
+    code, out2, _ = run(capsys, "demo", "--json", "--dir", str(tmp_path / "b"))
+    first, second = json.loads(out1), json.loads(out2)
+    assert first["identical_twin"] is True
+    assert first["uris"] == second["uris"] and first["digests"] == second["digests"]
+    assert first["seq"] == 9
