@@ -21,12 +21,7 @@ from typing import Any
 
 import attrs
 
-from . import __version__
-from .cortex import Cortex, open
-from .core.journal import Entry
-from .core.state import Record
-from .core.taxonomy import Memory, memory_to_body, type_by_name
-from .errors import CortexError
+from . import Cortex, CortexError, Entry, Memory, Record, __version__, open
 
 __all__ = ["main"]
 
@@ -61,7 +56,7 @@ def record_json(record: Record) -> dict[str, Any]:
         "seq": record.seq,
         "at": record.at,
         "created_at": record.created_at,
-        "memory": memory_to_body(record.memory),
+        "memory": record.memory.to_dict(),
     }
 
 
@@ -105,8 +100,7 @@ def _open(args: argparse.Namespace, *, readonly: bool = False, create: bool = Fa
 
 
 def _memory_from_args(args: argparse.Namespace) -> Memory:
-    cls = type_by_name(args.type)
-    fields: dict[str, Any] = {"text": args.text}
+    fields: dict[str, Any] = {"type": args.type, "text": args.text}
     if args.tag:
         fields["tags"] = args.tag
     for name in ("summary", "priority", "confidence"):
@@ -115,7 +109,7 @@ def _memory_from_args(args: argparse.Namespace) -> Memory:
             fields[name] = value
     if args.pinned:
         fields["pinned"] = True
-    return cls(**fields)
+    return Memory.from_dict(fields)
 
 
 # -- commands -------------------------------------------------------------------------------

@@ -145,11 +145,11 @@ class Cortex:
     # -- batches ------------------------------------------------------------------------
 
     def batch(self) -> Batch:
-        """A batch of mutations committed as one LMDB write transaction (J3).
+        """A batch of mutations committed as one LMDB write transaction (J3)::
 
-        >>> with cx.batch() as b:          # doctest: +SKIP
-        ...     a = b.write(Fact(text="deploys go through CI"))
-        ...     b.write(Constraint(text="never push to main"))
+            with cx.batch() as b:
+                a = b.write(Fact(text="deploys go through CI"))
+                b.write(Constraint(text="never push to main"))
 
         If the ``with`` block raises, nothing of the batch is visible or journaled.
         """

@@ -302,6 +302,23 @@ class Memory:
     valid_from: int | None = attrs.field(default=None, validator=_optional_ms)
     valid_to: int | None = attrs.field(default=None, validator=_valid_interval)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The canonical map of this memory: what is journaled and hashed.
+
+        >>> Fact(text="hi", tags=["B", "a"]).to_dict()
+        {'tags': ['a', 'b'], 'text': 'hi', 'type': 'fact', 'priority': 5, 'confidence': 1.0}
+        """
+        return memory_to_body(self)
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> Memory:
+        """Build the memory a map describes; ``data["type"]`` picks the class.
+
+        Raises:
+            ValidationError: an unknown type or field, or a bad value.
+        """
+        return memory_from_body(data)
+
 
 @_guarded
 @attrs.frozen(kw_only=True)
