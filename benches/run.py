@@ -1,0 +1,372 @@
+"""Measure cortexgraph against raw LMDB puts and gets of the same bytes; print one table.
+
+Usage (``make bench`` runs the first)::
+
+    .venv/bin/python benches/run.py
+    .venv/bin/python benches/run.py --n 20000 --json
+    .venv/bin/python benches/run.py --dir /mnt/ssd/tmp     # where the stores live
+
+What it measures, each next to a raw py-lmdb baseline run in the same process
+(see ``benches/README.md`` for the figures on one machine):
+
+1. batched writes: 20 batches of 1,000 memories (one write transaction each, sync on) into
+   a fresh store; 3 repeats, best and median memories/s. The baseline replays the puts those
+   batches make, captured from a scratch store, with the same transaction boundaries.
+2. single durable writes: 200 memories, each ``cx.write`` its own fsync'ed commit, against
+   one raw commit of that memory's puts; the two alternate, write by write. µs p50 / p95.
+3. ``resolve`` of pinned URIs on a store of ``--n`` memories: a hot set of 1,000 URIs
+   resolved repeatedly (their bodies sit in the library's verified-body memo), and cold: the
+   memo cleared, then up to 20,000 distinct memories drawn uniformly from the whole store,
+   so every call decodes and verifies its body. The baseline is one read transaction that
+   gets the same ``heads`` and ``versions`` keys through the store's own LMDB handle.
+
+Progress goes to stderr; the table (or JSON with ``--json``) to stdout. Nothing here fails
+on timing: a missed target is reported as ``no``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+import cortexgraph as cg
+from _workload import (
+    ACTOR,
+    BASE_AT,
+    NS,
+    STEP_MS,
+    RawStore,
+    capture_puts,
+    check_same_bytes,
+    chunks,
+    make_memories,
+    write_cortex,
+)
+from cortexgraph.core import state as core_state
+from cortexgraph.core.keys import version_key
+
+BATCH = 1_000
+BATCHES = 20
+REPEATS = 3
+SINGLES = 200
+HOT_SET = 1_000
+HOT_PASSES = 20
+COLD_CALLS = 20_000
+
+TARGET_BATCH_RATE = 20_000  # memories/s, at least
+TARGET_SINGLE_RATIO = 1.5  # x a raw commit, at most
+TARGET_RESOLVE_US = 20.0  # µs, at most
+
+_clock = time.perf_counter
+_started = _clock()
+
+
+def progress(message: str) -> None:
+    print(f"[{_clock() - _started:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) by linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+# -- measurements -------------------------------------------------------------------------
+
+
+def measure_batched(root: Path) -> tuple[list[float], list[float]]:
+    """Memories/s of each repeat, for cortexgraph and for raw LMDB."""
+    memories = make_memories(BATCH * BATCHES, seed=1)
+    progress(f"batched writes: capturing the puts of {len(memories):,} memories")
+    groups = capture_puts(memories, batch_size=BATCH)
+    ours: list[float] = []
+    raw_rates: list[float] = []
+    for rep in range(REPEATS):
+        cx = cg.open(root / f"batched-{rep}", ACTOR, sync=True)
+        try:
+            start = _clock()
+            write_cortex(cx, memories, batch_size=BATCH)
+            ours.append(len(memories) / (_clock() - start))
+        finally:
+            cx.close()
+        raw = RawStore.create(root / f"batched-raw-{rep}", sync=True)
+        try:
+            batches = list(chunks(raw.bind(groups), BATCH))
+            start = _clock()
+            for batch in batches:
+                raw.write(batch)
+            raw_rates.append(len(memories) / (_clock() - start))
+        finally:
+            raw.close()
+        check_same_bytes(root / f"batched-{rep}" / ACTOR, root / f"batched-raw-{rep}")
+        progress(
+            f"batched writes: repeat {rep + 1}/{REPEATS}: cortexgraph {ours[-1]:,.0f}/s,"
+            f" raw {raw_rates[-1]:,.0f}/s"
+        )
+    return ours, raw_rates
+
+
+def measure_single(root: Path) -> tuple[list[float], list[float]]:
+    """µs per durable write, cortexgraph and raw alternating write by write."""
+    memories = make_memories(SINGLES, seed=2)
+    progress(f"single durable writes: capturing the puts of {len(memories)} memories")
+    groups = capture_puts(memories, batch_size=1)
+    cx = cg.open(root / "single", ACTOR, sync=True)
+    raw = RawStore.create(root / "single-raw", sync=True)
+    ours: list[float] = []
+    raw_us: list[float] = []
+    try:
+        for i, (memory, puts) in enumerate(zip(memories, raw.bind(groups), strict=True)):
+            at = BASE_AT + i * STEP_MS
+            start = _clock()
+            cx.write(memory, ns=NS, at=at)
+            middle = _clock()
+            raw.write([puts])
+            end = _clock()
+            ours.append((middle - start) * 1e6)
+            raw_us.append((end - middle) * 1e6)
+    finally:
+        cx.close()
+        raw.close()
+    check_same_bytes(root / "single" / ACTOR, root / "single-raw")
+    progress(
+        f"single durable writes: p50 cortexgraph {statistics.median(ours):,.0f} µs,"
+        f" raw {statistics.median(raw_us):,.0f} µs"
+    )
+    return ours, raw_us
+
+
+def time_calls(call: Callable[[Any], object], args: Sequence[Any]) -> list[float]:
+    """µs of each ``call(arg)``, timed one by one."""
+    out: list[float] = []
+    for arg in args:
+        start = _clock()
+        call(arg)
+        out.append((_clock() - start) * 1e6)
+    return out
+
+
+def measure_resolve(root: Path, n: int) -> dict[str, tuple[list[float], list[float]]]:
+    """µs per resolve (hot and cold), cortexgraph and raw, on a store of ``n`` memories."""
+    progress(f"resolve: generating {n:,} memories")
+    memories = make_memories(n, seed=3)
+    progress(f"resolve: building a store of {n:,} memories (sync off)")
+    cx = cg.open(root / "resolve", ACTOR, sync=False)
+    try:
+        start = _clock()
+        uris = write_cortex(cx, memories, batch_size=BATCH)
+        progress(f"resolve: built at {n / (_clock() - start):,.0f} memories/s")
+        del memories
+        raw = RawStore.borrow(cx)
+
+        def raw_get(uri: cg.MemoryURI) -> object:
+            return raw.get_pair(uri.id, version_key(uri.id, uri.version or 1))
+
+        rng = random.Random(4)
+        hot = rng.sample(uris, min(HOT_SET, n))
+        for uri in hot:  # warm the memo and the pages
+            cx.resolve(uri)
+            raw_get(uri)
+        hot_order: list[cg.MemoryURI] = []
+        for _ in range(HOT_PASSES):
+            hot_order.extend(rng.sample(hot, len(hot)))
+        # The raw side gets prebuilt keys, so that it times LMDB and nothing else.
+        hot_keys = [(u.id, version_key(u.id, u.version or 1)) for u in hot_order]
+        progress(f"resolve: hot set, {len(hot_order):,} calls each")
+        results = {
+            "hot": (
+                time_calls(cx.resolve, hot_order),
+                time_calls(lambda k: raw.get_pair(*k), hot_keys),
+            )
+        }
+        cold_order = rng.sample(uris, min(COLD_CALLS, n))
+        cold_keys = [(u.id, version_key(u.id, u.version or 1)) for u in cold_order]
+        core_state._VERIFIED.clear()
+        progress(f"resolve: cold, {len(cold_order):,} distinct memories, memo cleared")
+        results["cold"] = (
+            time_calls(cx.resolve, cold_order),
+            time_calls(lambda k: raw.get_pair(*k), cold_keys),
+        )
+    finally:
+        cx.close()
+    return results
+
+
+# -- report -------------------------------------------------------------------------------
+
+
+def row(
+    operation: str,
+    unit: str,
+    ours: float,
+    raw: float,
+    *,
+    higher_is_better: bool = False,
+    target: str = "",
+    met: bool | None = None,
+) -> dict[str, Any]:
+    """One table row; ``ratio`` is cortexgraph's cost as a multiple of raw LMDB's."""
+    ratio = raw / ours if higher_is_better else ours / raw
+    return {
+        "operation": operation,
+        "unit": unit,
+        "cortexgraph": ours,
+        "raw_lmdb": raw,
+        "ratio": ratio,
+        "target": target,
+        "met": met,
+    }
+
+
+def build_rows(
+    batched: tuple[list[float], list[float]],
+    single: tuple[list[float], list[float]],
+    resolve: dict[str, tuple[list[float], list[float]]],
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    ours, raw = batched
+    for label, pick in (("best", max), ("median", statistics.median)):
+        rate = pick(ours)
+        rows.append(
+            row(
+                f"batched write, {BATCH:,}/txn ({label} of {REPEATS})",
+                "memories/s",
+                rate,
+                pick(raw),
+                higher_is_better=True,
+                target=f">= {TARGET_BATCH_RATE:,}/s",
+                met=rate >= TARGET_BATCH_RATE,
+            )
+        )
+    ours, raw = single
+    p50 = row("single durable write p50", "µs", percentile(ours, 50), percentile(raw, 50))
+    p50.update(target=f"<= {TARGET_SINGLE_RATIO}x raw", met=p50["ratio"] <= TARGET_SINGLE_RATIO)
+    rows.append(p50)
+    rows.append(row("single durable write p95", "µs", percentile(ours, 95), percentile(raw, 95)))
+    for kind, label in (("hot", f"hot {HOT_SET:,}"), ("cold", "cold, memo cleared")):
+        ours, raw = resolve[kind]
+        median = percentile(ours, 50)
+        rows.append(
+            row(
+                f"resolve p50 ({label})",
+                "µs",
+                median,
+                percentile(raw, 50),
+                target=f"<= {TARGET_RESOLVE_US:g} µs",
+                met=median <= TARGET_RESOLVE_US,
+            )
+        )
+        rows.append(row(f"resolve p95 ({label})", "µs", percentile(ours, 95), percentile(raw, 95)))
+    return rows
+
+
+def _number(value: float, unit: str) -> str:
+    return f"{value:,.0f}" if unit == "memories/s" or value >= 1000 else f"{value:,.1f}"
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    header = ("operation", "unit", "cortexgraph", "raw LMDB", "cost x raw", "target", "met")
+    cells = [
+        (
+            r["operation"],
+            r["unit"],
+            _number(r["cortexgraph"], r["unit"]),
+            _number(r["raw_lmdb"], r["unit"]),
+            f"{r['ratio']:.2f}x",
+            r["target"] or "-",
+            "-" if r["met"] is None else ("yes" if r["met"] else "no"),
+        )
+        for r in rows
+    ]
+    widths = [max(len(line[i]) for line in (header, *cells)) for i in range(len(header))]
+    numeric = {2, 3, 4}
+
+    def fmt(line: Sequence[str]) -> str:
+        return (
+            "| "
+            + " | ".join(
+                c.rjust(w) if i in numeric else c.ljust(w)
+                for i, (c, w) in enumerate(zip(line, widths, strict=True))
+            )
+            + " |"
+        )
+
+    rule = (
+        "|"
+        + "|".join(
+            "-" * (w + 1) + ":" if i in numeric else "-" * (w + 2) for i, w in enumerate(widths)
+        )
+        + "|"
+    )
+    return "\n".join([fmt(header), rule, *(fmt(line) for line in cells)])
+
+
+def environment(n: int, root: Path) -> dict[str, Any]:
+    return {
+        "cortexgraph": cg.__version__,
+        "python": platform.python_version(),
+        "py_lmdb": lmdb.__version__,
+        "lmdb": ".".join(map(str, lmdb.version())),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "store_size": n,
+        "temp_dir": str(root),
+        # Other processes on the machine skew every figure; the load shows how busy it was.
+        "load_avg_1min_start": round(os.getloadavg()[0], 2),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--n", type=int, default=100_000, help="memories in the resolve store (default 100000)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument(
+        "--dir", type=Path, default=None, help="parent of the temporary stores (default: TMPDIR)"
+    )
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error("--n must be positive")
+    with tempfile.TemporaryDirectory(prefix="cortexgraph-bench-", dir=args.dir) as tmp:
+        root = Path(tmp)
+        info = environment(args.n, root)
+        progress(f"stores under {root}")
+        batched = measure_batched(root)
+        single = measure_single(root)
+        resolve = measure_resolve(root, args.n)
+    rows = build_rows(batched, single, resolve)
+    info["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
+    progress("done")
+    if args.json:
+        print(json.dumps({"environment": info, "rows": rows}, indent=2, ensure_ascii=False))
+    else:
+        print(
+            f"cortexgraph {info['cortexgraph']}, Python {info['python']}, LMDB {info['lmdb']}"
+            f" (py-lmdb {info['py_lmdb']}), {info['cpus']} CPUs, {info['platform']}"
+        )
+        print(
+            f"resolve store: {args.n:,} memories; 1-min load average"
+            f" {info['load_avg_1min_start']} at start, {info['load_avg_1min_end']} at end"
+        )
+        print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
