@@ -426,7 +426,7 @@ def _read_record(
     if memory.type_name != head.type_name:
         raise CorruptionError(f"{_describe(uri)} version {version} has the wrong type")
     return Record(
-        uri=MemoryURI(actor, head.ns, uri.id, version),
+        uri=MemoryURI.trusted(actor, head.ns, uri.id, version),
         memory=memory,
         version=version,
         seq=state.seq,
@@ -523,11 +523,12 @@ class Batch:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""
         data = encode_entry(entry)
         try:
-            try:
-                self._apply(entry, data)
-            except MapFull:
-                self._regrow()
-                self._apply(entry, data)
+            while True:
+                try:
+                    self._apply(entry, data)
+                    break
+                except MapFull:
+                    self._regrow()  # doubles the map; loops until this entry fits too
         except BaseException as exc:
             self._failed = exc
             raise
@@ -563,7 +564,7 @@ class Batch:
         seq = self._next_seq
         mid = memory_id(self._cx._identity, ns, seq, body_bytes)
         self._append(Entry(seq, at, "write", ns, {"id": mid, "body": body}, memory, body_bytes))
-        return MemoryURI(self._cx.actor, ns, mid, 1)
+        return MemoryURI.trusted(self._cx.actor, ns, mid, 1)
 
     def _mutable_head(self, ref: MemoryRef) -> tuple[MemoryURI | _BareId, HeadState]:
         self._check_open()
@@ -603,7 +604,7 @@ class Batch:
         fields.update(changes)
         memory = type_of(head)(**fields)
         body, body_bytes = encode_body(memory)
-        here = MemoryURI(self._cx.actor, head.ns, uri.id, head.head)
+        here = MemoryURI.trusted(self._cx.actor, head.ns, uri.id, head.head)
         if body_bytes == current.body:
             return here
         version = head.latest + 1
@@ -621,7 +622,7 @@ class Batch:
                 f"no version {version} of {_describe(uri)} (latest is {head.latest})"
             )
         at = self._cx._at(at)
-        here = MemoryURI(self._cx.actor, head.ns, uri.id, version)
+        here = MemoryURI.trusted(self._cx.actor, head.ns, uri.id, version)
         if version != head.head:
             self._append(
                 Entry(self._next_seq, at, "head", head.ns, {"id": uri.id, "version": version})
@@ -644,7 +645,7 @@ class Batch:
         if reason:
             fields["reason"] = reason
         self._append(Entry(self._next_seq, at, "tombstone", head.ns, fields))
-        return MemoryURI(self._cx.actor, head.ns, uri.id, head.head)
+        return MemoryURI.trusted(self._cx.actor, head.ns, uri.id, head.head)
 
     def resolve(self, ref: MemoryRef) -> Record:
         """Resolve a memory, seeing this batch's own writes."""
