@@ -191,6 +191,15 @@ CASES: list[Case] = [
         "content_hash",
     ),
     (
+        "content-hash-not-matching-content",
+        lambda s: s.cx.write(
+            cg.ArtifactRef(text="x", content="print(1)", content_hash="sha256:" + "0" * 64)
+        ),
+        cg.ValidationError,
+        ("does not match the content",),
+        "content_hash",
+    ),
+    (
         "attest-without-citations",
         lambda s: s.cx.write(cg.Attest(cited=[], outcome="success")),
         cg.ValidationError,

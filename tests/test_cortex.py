@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import struct
 
 import blake3
@@ -172,7 +173,7 @@ def test_all_nine_types_store_and_resolve(cx: cg.Cortex) -> None:
             path="src/x.py",
             media_type="text/x-python",
             content="print(1)\n",
-            content_hash="sha256:" + "ab" * 32,
+            content_hash="sha256:" + hashlib.sha256(b"print(1)\n").hexdigest(),
         ),
         cg.Attest(cited=[str(uri)], outcome="success", text="worked"),
         cg.LearnWeights(weights=(450000, 200000, 150000, 100000, 100000), attest=str(uri)),

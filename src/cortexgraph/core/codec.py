@@ -122,7 +122,22 @@ def _key_order(keys: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
     return order
 
 
+_FLOATS: dict[float, bytes] = {}
+
+
 def _encode_float(value: float) -> bytes:
+    """The shortest IEEE 754 form that keeps the value (memoised; zeros kept apart)."""
+    if value == 0.0:
+        return b"\xf9\x80\x00" if math.copysign(1.0, value) < 0 else b"\xf9\x00\x00"
+    known = _FLOATS.get(value)
+    if known is None:
+        known = _shortest_float(value)
+        if len(_FLOATS) < _CACHE_LIMIT:
+            _FLOATS[value] = known
+    return known
+
+
+def _shortest_float(value: float) -> bytes:
     if value != value:
         return b"\xf9\x7e\x00"
     try:
@@ -219,7 +234,7 @@ def as_map(value: Any, what: str) -> Mapping[str, Any]:
 def encode_head(major: int, n: int) -> bytes:
     """The shortest CBOR header for major type ``major`` with argument ``n``."""
     if n < 24:
-        return bytes((major << 5 | n,))
+        return _SMALL_HEADS[major][n]
     if n < 0x100:
         return bytes((major << 5 | 24, n))
     if n < 0x10000:
@@ -227,3 +242,6 @@ def encode_head(major: int, n: int) -> bytes:
     if n < 0x100000000:
         return bytes((major << 5 | 26,)) + n.to_bytes(4, "big")
     return bytes((major << 5 | 27,)) + n.to_bytes(8, "big")
+
+
+_SMALL_HEADS = tuple(tuple(bytes((major << 5 | n,)) for n in range(24)) for major in range(8))

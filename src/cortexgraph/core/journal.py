@@ -39,10 +39,11 @@ from .codec import as_map, decode, encode_head, encode_trusted
 from .hashing import hash_function
 from .keys import (
     ID_SIZE,
+    IDX_TAG,
     idx_status_key,
-    idx_tag_key,
     idx_time_key,
     idx_type_key,
+    ns_prefix,
     version_key,
 )
 from .state import HeadState, VersionState
@@ -142,6 +143,8 @@ _KEY_BYTES = {
 }
 #: every field an entry may hold, in canonical map order (shortest key first, then bytes)
 _ENTRY_ORDER = tuple(sorted(_KEY_BYTES, key=lambda k: (len(k), k)))
+_WRITE_PREFIX = encode_head(5, 7) + _KEY_BYTES["v"] + b"\x01" + _KEY_BYTES["at"]
+_WRITE_OP = _KEY_BYTES["op"] + encode_trusted("write") + _KEY_BYTES["seq"]
 
 
 def encode_entry(entry: Entry) -> bytes:
@@ -151,6 +154,22 @@ def encode_entry(entry: Entry) -> bytes:
     body's canonical bytes are spliced in when the writer already has them.
     """
     fields = entry.fields
+    if entry.op == "write" and entry.body_bytes is not None and len(fields) == 2:
+        # the hot path: {"v", "at", "id", "ns", "op", "seq", "body"} in canonical order
+        return b"".join(
+            (
+                _WRITE_PREFIX,
+                encode_head(0, entry.at),
+                _KEY_BYTES["id"],
+                _encode_scalar(fields["id"]),
+                _KEY_BYTES["ns"],
+                _encode_scalar(entry.ns),
+                _WRITE_OP,
+                encode_head(0, entry.seq),
+                _KEY_BYTES["body"],
+                entry.body_bytes,
+            )
+        )
     if not fields.keys() <= _KEY_BYTES.keys():
         value = {"v": ENTRY_VERSION, "seq": entry.seq, "at": entry.at, "op": entry.op}
         value["ns"] = entry.ns
@@ -225,9 +244,10 @@ class StateView(Protocol):
 
 def _index_keys(ns: str, memory: Memory, memory_id: bytes, at: int) -> list[bytes]:
     """The ``idx`` keys of a memory whose head version was written at ``at``."""
-    keys = [idx_type_key(ns, memory.type_code, memory_id)]
-    keys.extend(idx_tag_key(ns, tag, memory_id) for tag in memory.tags)
-    keys.append(idx_time_key(ns, at, memory_id))
+    keys = [idx_type_key(ns, memory.type_code, memory_id), idx_time_key(ns, at, memory_id)]
+    if memory.tags:
+        prefix = ns_prefix(IDX_TAG, ns)
+        keys.extend(prefix + tag.encode("utf-8") + b"\0" + memory_id for tag in memory.tags)
     return keys
 
 

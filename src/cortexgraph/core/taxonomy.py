@@ -35,6 +35,7 @@ import attrs
 
 from ..errors import CorruptionError, ValidationError
 from .codec import canonical_keys, encode_head, encode_into
+from .hashing import hash_function
 
 __all__ = [
     "MAX_TEXT_BYTES",
@@ -95,6 +96,10 @@ def _nfc(value: Any) -> Any:
     return value
 
 
+def _empty_to_none(value: Any) -> Any:
+    return None if value == "" else value
+
+
 def _nfc_or_none(value: Any) -> Any:
     if value == "":
         return None
@@ -105,8 +110,21 @@ def _normalise_tags(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         if not all(type(tag) is str for tag in value):
             return value  # the validator reports it
-        return tuple(sorted({unicodedata.normalize("NFC", tag).lower() for tag in value}))
+        return tuple(sorted({_normalise_tag(tag) for tag in value}))
     return value
+
+
+def _normalise_tag(tag: str) -> str:
+    """Lowercase and NFC, repeated to a fixed point (lowercasing can un-normalise)."""
+    for _ in range(4):
+        try:
+            normal = unicodedata.normalize("NFC", tag.lower())
+        except UnicodeError:  # pragma: no cover - normalize does not raise on str
+            return tag
+        if normal == tag:
+            return tag
+        tag = normal
+    return tag
 
 
 def _normalise_confidence(value: Any) -> Any:
@@ -399,6 +417,15 @@ def _content_hash(instance: ArtifactRef, attribute: attrs.Attribute[Any], value:
         raise ValidationError(
             "must be 'sha256:<64 hex>' or 'blake3:<64 hex>' in lowercase", field=attribute.name
         )
+    content = instance.content
+    if type(content) is str:  # a bad content is reported by its own validator
+        algorithm, digest = value.split(":", 1)
+        data = content.encode("utf-8", "surrogatepass")
+        actual = hash_function(algorithm)(data).hex()
+        if actual != digest:
+            raise ValidationError(
+                f"does not match the content ({algorithm}:{actual})", field=attribute.name
+            )
 
 
 @_guarded
@@ -414,7 +441,10 @@ class ArtifactRef(Memory):
         default=None, converter=_nfc_or_none, validator=_optional_short
     )
     content_hash: str | None = attrs.field(default=None, validator=_content_hash)
-    content: str | None = attrs.field(default=None, validator=_optional_long)
+    # raw content (code) is kept byte-exact: no NFC, so hashes of files still match
+    content: str | None = attrs.field(
+        default=None, converter=_empty_to_none, validator=_optional_long
+    )
 
 
 def _cited(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -466,7 +496,9 @@ class LearnWeights(Memory):
 
     text: str = attrs.field(default="", converter=_nfc, validator=_text(required=False))
     weights: tuple[int, ...] = attrs.field(converter=_as_tuple, validator=_weights)
-    attest: str | None = attrs.field(default=None, validator=_optional_short)
+    attest: str | None = attrs.field(
+        default=None, converter=_nfc_or_none, validator=_optional_short
+    )
 
 
 MEMORY_TYPES: tuple[type[Memory], ...] = (

@@ -29,12 +29,17 @@ _VERSION = re.compile(r"[1-9][0-9]{0,9}")
 MAX_VERSION = 2**32 - 1
 
 
+_VALID_NAMES: set[str] = set()
+
+
 def check_name(value: object, field: str) -> str:
     """Return ``value`` if it is a valid actor or namespace name.
 
     Raises:
         ValidationError: naming ``field``.
     """
+    if value in _VALID_NAMES and type(value) is str:
+        return value
     if type(value) is not str:
         raise ValidationError(f"must be a string, not {type(value).__name__}", field=field)
     if not _NAME.fullmatch(value):
@@ -43,6 +48,8 @@ def check_name(value: object, field: str) -> str:
             " or digit)",
             field=field,
         )
+    if len(_VALID_NAMES) < 4096:
+        _VALID_NAMES.add(value)
     return value
 
 
@@ -63,6 +70,16 @@ class MemoryURI:
         v = self.version
         if v is not None and (type(v) is not int or not 1 <= v <= MAX_VERSION):
             raise ValidationError(f"must be a positive integer, not {v!r}", field="version")
+
+    @classmethod
+    def trusted(cls, actor: str, ns: str, memory_id: bytes, version: int | None) -> MemoryURI:
+        """Build a URI from parts the caller has already validated (the store's hot paths)."""
+        uri = object.__new__(cls)
+        object.__setattr__(uri, "actor", actor)
+        object.__setattr__(uri, "ns", ns)
+        object.__setattr__(uri, "id", memory_id)
+        object.__setattr__(uri, "version", version)
+        return uri
 
     @classmethod
     def parse(cls, text: str) -> MemoryURI:
