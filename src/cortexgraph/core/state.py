@@ -6,10 +6,10 @@ layout has exactly one byte representation per value; decoding checks every leng
 range and raises :class:`~cortexgraph.errors.CorruptionError` on anything else::
 
     heads[id]:
-    +----+------+--------+----------+----------+-------------+-------------+-----+----+--------+
-    | 01 | type | status | head u32 | latest   | created_at  | updated_at  | len | ns | reason |
-    |    | u8   | u8     |          | u32      | u64 (ms)    | u64 (ms)    | u8  |    | (rest) |
-    +----+------+--------+----------+----------+-------------+-------------+-----+----+--------+
+    +----+------+--------+----------+--------+------------+------------+-----+----+-----+--------+
+    | 01 | type | status | head u32 | latest | created_at | updated_at | len | ns | len | reason |
+    |    | u8   | u8     |          | u32    | u64 (ms)   | u64 (ms)   | u8  |    | u16 | UTF-8  |
+    +----+------+--------+----------+--------+------------+------------+-----+----+-----+--------+
 
     versions[id|u32 version]:
     +----+----------+----------+------------------------------------+
@@ -41,6 +41,7 @@ _TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}
 
 _LAYOUT = 1
 _HEAD = struct.Struct(">BBBIIQQB")
+_U16 = struct.Struct(">H")
 _VERSION = struct.Struct(">BQQ")
 
 
@@ -59,6 +60,7 @@ class HeadState:
 
     def encode(self) -> bytes:
         ns = self.ns.encode("utf-8")
+        reason = self.reason.encode("utf-8")
         return (
             _HEAD.pack(
                 _LAYOUT,
@@ -71,7 +73,8 @@ class HeadState:
                 len(ns),
             )
             + ns
-            + self.reason.encode("utf-8")
+            + _U16.pack(len(reason))
+            + reason
         )
 
     @classmethod
@@ -84,7 +87,10 @@ class HeadState:
             if layout != _LAYOUT or len(data) < end:
                 raise ValueError("bad layout or length")
             ns = check_name(data[_HEAD.size : end].decode("utf-8"), "ns")
-            reason = data[end:].decode("utf-8")
+            (reason_len,) = _U16.unpack_from(data, end)
+            if len(data) != end + 2 + reason_len:
+                raise ValueError("bad reason length")
+            reason = data[end + 2 :].decode("utf-8")
             state = cls(
                 ns,
                 _TYPE_NAME[type_code],
