@@ -3,7 +3,7 @@
 ``scripts/determinism_script.py`` runs a fixed script (all nine memory types, several
 namespaces, updates, head moves, tombstones, batches, a rolled-back batch, tags as sets
 and in mixed case, non-ASCII and non-BMP text) with fixed ``at`` values and reports a
-SHA-256 of the journal and the digest of every table.
+SHA-256 of the journal, the digest of every table and the OverallRoot.
 """
 
 from __future__ import annotations
@@ -47,12 +47,14 @@ def test_same_script_same_bytes_under_any_hash_seed(tmp_path: Path) -> None:
     """Two processes with different hash seeds and this process write identical stores.
 
     Set iteration order, dict order of keyword changes and string hashing differ between
-    the runs; the journal bytes and every table digest must not.
+    the runs; the journal bytes, every table digest and the OverallRoot must not.
     """
     seed_0 = run_in_subprocess(tmp_path / "seed-0", "0")
     seed_4242 = run_in_subprocess(tmp_path / "seed-4242", "4242")
     in_process = _load_script().run(tmp_path / "in-process")
 
+    assert len(seed_0["overall_root"]) == 64
+    assert seed_0["overall_root"] == seed_4242["overall_root"] == in_process["overall_root"]
     assert seed_0 == seed_4242
     assert seed_0 == in_process
 

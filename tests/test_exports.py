@@ -6,6 +6,7 @@ import cortexgraph as cg
 
 # The documented public API (README, docs/api.md). Changing it is a release note.
 PUBLIC = [
+    "ActorReport",
     "AlreadyOpenError",
     "ArtifactRef",
     "Attest",
@@ -23,12 +24,14 @@ PUBLIC = [
     "LearnWeights",
     "ManualClock",
     "Memory",
+    "MemoryProof",
     "MemoryURI",
     "NotFoundError",
     "Pattern",
     "Preference",
     "ReadOnlyError",
     "Record",
+    "SnapshotManifest",
     "Source",
     "Stats",
     "SystemClock",
@@ -38,9 +41,11 @@ PUBLIC = [
     "UnboundedQueryError",
     "ValidationError",
     "VerificationError",
+    "VerifyReport",
     "VersionConflictError",
     "__version__",
     "open",
+    "verify",
 ]
 
 

@@ -650,10 +650,15 @@ def test_smt_key_layout_and_length_prefix() -> None:
 
 
 def test_public_module_reexports_core() -> None:
-    """cortexgraph.merkle exports exactly core.merkle's public names, sorted, same objects."""
-    assert public.__all__ == sorted(public.__all__) == sorted(core.__all__)
+    """cortexgraph.merkle exports core.merkle's public names plus the memory-proof API of
+    core.commitments, sorted, as the same objects."""
+    from cortexgraph.core import commitments
+
+    proof_api = ["MemoryProof", "head_commitment", "verify_memory_proof"]
+    assert public.__all__ == sorted(public.__all__) == sorted([*core.__all__, *proof_api])
     for name in public.__all__:
-        assert getattr(public, name) is getattr(core, name)
+        source = commitments if name in proof_api else core
+        assert getattr(public, name) is getattr(source, name)
     for name in [
         "MMR",
         "verify_inclusion",

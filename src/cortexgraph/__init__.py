@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
+from .core.commitments import MemoryProof, SnapshotManifest
 from .core.journal import Entry
 from .core.state import Record
 from .core.taxonomy import (
@@ -43,10 +44,12 @@ from .errors import (
     VerificationError,
     VersionConflictError,
 )
+from .replay import ActorReport, VerifyReport, verify
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ActorReport",
     "AlreadyOpenError",
     "ArtifactRef",
     "Attest",
@@ -64,12 +67,14 @@ __all__ = [
     "LearnWeights",
     "ManualClock",
     "Memory",
+    "MemoryProof",
     "MemoryURI",
     "NotFoundError",
     "Pattern",
     "Preference",
     "ReadOnlyError",
     "Record",
+    "SnapshotManifest",
     "Source",
     "Stats",
     "SystemClock",
@@ -79,7 +84,9 @@ __all__ = [
     "UnboundedQueryError",
     "ValidationError",
     "VerificationError",
+    "VerifyReport",
     "VersionConflictError",
     "__version__",
     "open",
+    "verify",
 ]

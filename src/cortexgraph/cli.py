@@ -11,6 +11,7 @@ The store is ``--root`` (default ``$CORTEXGRAPH_ROOT`` or ``./.cortexgraph``) an
 from __future__ import annotations
 
 import argparse
+import builtins
 import json
 import os
 import sys
@@ -21,7 +22,17 @@ from typing import Any
 
 import attrs
 
-from . import Cortex, CortexError, Entry, Memory, Record, __version__, open
+from . import (
+    Cortex,
+    CortexError,
+    Entry,
+    Memory,
+    NotFoundError,
+    Record,
+    __version__,
+    open,
+    verify,
+)
 
 __all__ = ["main"]
 
@@ -193,6 +204,85 @@ def cmd_inspect(args: argparse.Namespace, out: _Output) -> int:
     return 0
 
 
+class _ProgressBar:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+        self.drawn = False
+
+    def __call__(self, label: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = width if total == 0 else width * done // total
+        percent = 100 if total == 0 else 100 * done // total
+        bar = "#" * filled + "-" * (width - filled)
+        sys.stderr.write(f"\r{label} [{bar}] {done:,}/{total:,} {percent:3d}%")
+        sys.stderr.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.drawn:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self.drawn = False
+
+
+def cmd_verify(args: argparse.Namespace, out: _Output) -> int:
+    bar = _ProgressBar(enabled=not args.no_progress)
+    try:
+        if not Path(args.store_root).is_dir():
+            _fail(out, "NotFoundError", f"{args.store_root} is not a directory")
+            return 2
+        report = verify(
+            args.store_root, args.actor, progress=lambda a, d, t: bar(f"verifying {a}", d, t)
+        )
+    finally:
+        bar.finish()
+    lines = []
+    for actor in report.actors:
+        status = "ok" if actor.ok else "MISMATCH"
+        lines.append(
+            f"{actor.actor}: {status} — {actor.entries:,} entries, {actor.snapshots_checked}"
+            f" snapshot(s), root {actor.overall_root[:16] or '-'}, {actor.seconds:.2f}s"
+        )
+        if actor.first_bad_seq is not None:
+            lines.append(f"  first diverging seq: {actor.first_bad_seq}")
+        lines.extend(f"  - {problem}" for problem in actor.problems)
+    out.emit(report.to_dict(), "\n".join(lines))
+    return 0 if report.ok else 1
+
+
+def cmd_rebuild(args: argparse.Namespace, out: _Output) -> int:
+    bar = _ProgressBar(enabled=not args.json)
+    with _open(args) as cx:
+        try:
+            count = cx.rebuild(progress=lambda d, t: bar(f"rebuilding {cx.actor}", d, t))
+        finally:
+            bar.finish()
+        root = cx.overall_root().hex()
+    out.emit({"entries": count, "overall_root": root}, f"rebuilt {count:,} entries; root {root}")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args) as cx:
+        manifest = cx.snapshot()
+    data = _jsonable(attrs.asdict(manifest))
+    out.emit(data, f"snapshot at seq {manifest.seq}: root {manifest.overall_root.hex()}")
+    return 0
+
+
+def cmd_root(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=True) as cx:
+        manifest = cx.roots()
+    data = _jsonable(attrs.asdict(manifest))
+    del data["at"]
+    out.emit(data, manifest.overall_root.hex())
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace, out: _Output) -> int:
     from .demo import run_demo
 
@@ -261,6 +351,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("inspect", parents=[common], help="table counts and digests")
     p.set_defaults(func=cmd_inspect)
 
+    p = sub.add_parser(
+        "verify",
+        help="replay each store's journal and check it against its tables and snapshots",
+        description="Exit status: 0 all match, 1 a mismatch or corruption, 2 usage or I/O.",
+    )
+    p.add_argument("store_root", metavar="ROOT", help="directory holding one store per actor")
+    p.add_argument("--actor", default=None, help="verify only this actor")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("rebuild", parents=[common], help="drop derived tables and replay")
+    p.set_defaults(func=cmd_rebuild)
+
+    p = sub.add_parser("snapshot", parents=[common], help="store a snapshot manifest")
+    p.set_defaults(func=cmd_snapshot)
+
+    p = sub.add_parser("root", parents=[common], help="print the OverallRoot")
+    p.set_defaults(func=cmd_root)
+
     p = sub.add_parser("demo", parents=[common], help="run the end-to-end demo")
     p.add_argument("--dir", default=None, help="keep the demo store here")
     p.set_defaults(func=cmd_demo)
@@ -273,15 +383,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = _Output(args.json)
     try:
         code: int = args.func(args, out)
+    except NotFoundError as exc:
+        _fail(out, type(exc).__name__, str(exc))
+        return 2 if args.command == "verify" else 1
     except CortexError as exc:
         _fail(out, type(exc).__name__, str(exc))
         return 1
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+        sys.stdout = _devnull()
+        return 0
     except OSError as exc:
         _fail(out, "OSError", str(exc))
         return 2
     except KeyboardInterrupt:
         return 130
     return code
+
+
+def _devnull() -> Any:
+    return builtins.open(os.devnull, "w")
 
 
 def _fail(out: _Output, kind: str, message: str) -> None:

@@ -18,6 +18,15 @@ from typing import Any
 import attrs
 
 from .clock import Clock, SystemClock
+from .core.commitments import (
+    MemoryProof,
+    SnapshotManifest,
+    build_memory_proof,
+    manifest_for,
+    mmr_mutations,
+    roots,
+    smt_mutations,
+)
 from .core.journal import Entry, Identity, apply, decode_entry, encode_entry, memory_id, type_of
 from .core.keys import ID_SIZE, seq_key, version_key
 from .core.state import HeadState, Record, VersionState
@@ -312,6 +321,74 @@ class Cortex:
         with self._reading() as txn:
             return {name: self._env.table_digest(txn, name).hex() for name in TABLES}
 
+    # -- commitments ------------------------------------------------------------------------
+
+    def overall_root(self) -> bytes:
+        """The 32-byte OverallRoot committing to the journal and every memory's head."""
+        with self._reading() as txn:
+            return roots(self.hash_name, txn.get, txn.last_seq())[2]
+
+    def roots(self) -> SnapshotManifest:
+        """The current roots as an (unstored) manifest, ``at`` set to 0."""
+        with self._reading() as txn:
+            return manifest_for(self.actor, self.hash_name, txn.get, txn.last_seq(), 0)
+
+    def snapshot(self, *, at: int | None = None) -> SnapshotManifest:
+        """Store a :class:`SnapshotManifest` of the current state and return it.
+
+        Snapshots are not derived: ``replay.verify`` recomputes the roots at each stored
+        snapshot's seq and reports any difference. Taking a snapshot twice at the same seq
+        returns the stored one.
+        """
+        at = self._at(at)
+        if self._active_batch() is not None:
+            raise CortexError("take a snapshot outside a batch (it records committed state)")
+        txn = self._env.begin_write()
+        try:
+            seq = txn.last_seq()
+            stored = txn.get("snapshots", seq_key(seq))
+            if stored is not None:
+                txn.abort()
+                return SnapshotManifest.decode(stored)
+            manifest = manifest_for(self.actor, self.hash_name, txn.get, seq, at)
+            txn.put_snapshot(seq_key(seq), manifest.encode())
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            raise
+        return manifest
+
+    def snapshots(self) -> list[SnapshotManifest]:
+        """Every stored snapshot manifest, oldest first."""
+        with self._reading() as txn, txn.cursor("snapshots") as cur:
+            return [SnapshotManifest.decode(bytes(value)) for _, value in cur]
+
+    def rebuild(self, *, progress: Any = None) -> int:
+        """Drop every derived table and replay the journal into it, in one transaction.
+
+        Returns the number of entries replayed; ``progress(done, total)`` is called as it
+        goes. The result is byte-identical to the incremental state (J4).
+        """
+        from .replay import rebuild
+
+        return rebuild(self, progress=progress)
+
+    def prove(self, ref: MemoryRef) -> MemoryProof:
+        """A proof that a memory version is committed by :meth:`overall_root`.
+
+        It holds the memory's SMT membership proof (head record and head version) and the
+        MMR inclusion proof of the journal entry that wrote the resolved version. Check it
+        with :func:`cortexgraph.merkle.verify_memory_proof` — no database needed.
+        """
+        uri = self._parse_ref(ref, allow_id=True)
+        with self._reading() as txn:
+            head = _read_head(txn, uri)
+            version = head.head if uri.version is None else uri.version
+            if version > head.latest:
+                raise NotFoundError(f"no version {version} of {_describe(uri)}")
+            target = MemoryURI.trusted(self.actor, head.ns, uri.id, version)
+            return build_memory_proof(self.hash_name, txn.get, target, txn.last_seq(), version)
+
     # -- shared helpers --------------------------------------------------------------------
 
     def _at(self, at: int | None) -> int:
@@ -462,6 +539,7 @@ class Batch:
         self._next_seq = 0
         self._failed: BaseException | None = None
         self._done = False
+        self._dirty: dict[bytes, None] = {}  # memories whose head changed: the SMT to update
 
     # -- context ----------------------------------------------------------------------------
 
@@ -500,6 +578,9 @@ class Batch:
 
     def _commit(self) -> None:
         try:
+            if self._dirty:
+                txn = self._txn
+                txn.apply_mutations(smt_mutations(self._cx.hash_name, txn.get, self._dirty))
             self._txn.commit()
         except MapFull:
             self._regrow()
@@ -518,6 +599,8 @@ class Batch:
         txn = self._txn
         txn.append_entry(entry.seq, data)
         txn.apply_mutations(apply(self._cx._identity, entry, txn))
+        txn.apply_mutations(mmr_mutations(self._cx.hash_name, txn.get, entry.seq - 1, data))
+        self._dirty[entry.memory_id] = None
 
     def _append(self, entry: Entry) -> None:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""

@@ -27,6 +27,7 @@ False
 
 from __future__ import annotations
 
+from .core.commitments import MemoryProof, head_commitment, verify_memory_proof
 from .core.merkle import (
     EMPTY_SMT_ROOT,
     MMR,
@@ -55,11 +56,13 @@ from .core.merkle import (
 __all__ = [
     "EMPTY_SMT_ROOT",
     "MMR",
+    "MemoryProof",
     "MmrGetNode",
     "SMT_KEY_SIZE",
     "SmtGetNode",
     "SmtUpdate",
     "SparseMerkleTree",
+    "head_commitment",
     "mmr_append",
     "mmr_consistency_proof",
     "mmr_inclusion_proof",
@@ -74,5 +77,6 @@ __all__ = [
     "smt_update",
     "verify_consistency",
     "verify_inclusion",
+    "verify_memory_proof",
     "verify_smt",
 ]

@@ -5,9 +5,10 @@ Usage::
     python tests/scripts/determinism_script.py ROOT
 
 Runs :func:`run` on a fresh store under ROOT and prints its result as one JSON object: a
-SHA-256 over every journal entry (seq and bytes), every table's digest, and what the script
-observed (counts, URIs, the outcome of the operations that must fail). ``tests/
-test_determinism.py`` runs it under different hash seeds, and in-process, and compares.
+SHA-256 over every journal entry (seq and bytes), every table's digest, the OverallRoot, and
+what the script observed (counts, URIs, the outcome of the operations that must fail).
+``tests/test_determinism.py`` runs it under different hash seeds, and in-process, and
+compares.
 
 Everything that could vary between processes is exercised: tags given as sets (whose
 iteration order follows the hash seed), in mixed case and unsorted; update changes built
@@ -228,6 +229,7 @@ def run(root: Path) -> dict[str, Any]:
         return {
             "journal_sha256": journal_sha256(cx),
             "table_digests": cx.table_digests(),
+            "overall_root": cx.overall_root().hex(),
             "entries": len(entries),
             "ops": sorted({e.op for e in entries}),
             "types": sorted({e.fields["body"]["type"] for e in entries if e.op == "write"}),

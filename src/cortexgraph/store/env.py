@@ -127,12 +127,13 @@ class ReadTxn:
 class WriteTxn(ReadTxn):
     """An LMDB write transaction that counts what it does, for J1 and J2."""
 
-    __slots__ = ("entries", "mutations")
+    __slots__ = ("entries", "mutations", "replay")
 
-    def __init__(self, txn: Any, dbs: dict[str, Any]) -> None:
+    def __init__(self, txn: Any, dbs: dict[str, Any], *, replay: bool = False) -> None:
         super().__init__(txn, dbs)
         self.entries = 0
         self.mutations = 0
+        self.replay = replay  # rebuilding derived state from the journal itself (J2 exempt)
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.mutations += 1
@@ -171,13 +172,21 @@ class WriteTxn(ReadTxn):
             raise CorruptionError(f"journal seq {seq} already exists")
         self.entries += 1
 
+    def put_snapshot(self, key: bytes, value: bytes) -> None:
+        """Store a snapshot manifest. Snapshots are records *about* the journal, not
+        mutations of memory state, so they need no journal entry (J2 does not apply)."""
+        try:
+            self._txn.put(key, value, db=self._dbs["snapshots"])
+        except lmdb.MapFullError:
+            raise MapFull from None
+
     def drop(self, table: str) -> None:
         """Empty one table (used by rebuild, inside the rebuild's transaction)."""
         self.mutations += 1
         self._txn.drop(self._dbs[table], delete=False)
 
     def commit(self) -> None:
-        if self.mutations and not self.entries:
+        if self.mutations and not self.entries and not self.replay:
             self._txn.abort()
             raise BatchNoJournalError(
                 f"a batch made {self.mutations} store mutation(s) without a journal entry"
@@ -316,12 +325,16 @@ class Environment:
         self._check_usable()
         return _ReadContext(self)
 
-    def begin_write(self) -> WriteTxn:
-        """Begin a write transaction (the caller commits or aborts it)."""
+    def begin_write(self, *, replay: bool = False) -> WriteTxn:
+        """Begin a write transaction (the caller commits or aborts it).
+
+        ``replay=True`` is for rebuilding derived tables from the journal already stored:
+        such a transaction may change tables without appending entries.
+        """
         self._check_usable()
         if self.readonly:
             raise ReadOnlyError(f"{self.path} is open read-only")
-        return WriteTxn(self._env.begin(write=True), self.dbs)
+        return WriteTxn(self._env.begin(write=True), self.dbs, replay=replay)
 
     def grow(self) -> None:
         """Double the map size (call with no write transaction open)."""

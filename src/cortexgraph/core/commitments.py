@@ -1,0 +1,313 @@
+"""What the OverallRoot commits to, and the proofs that tie one memory to it.
+
+Two Merkle structures are maintained inside every write batch (derived, so J4 applies):
+
+- the MMR over journal entries (``mmr`` table): leaf ``i`` is ``H(0x00 | entry bytes)`` of
+  the entry at seq ``i + 1``; node positions are ``u64be`` keys (``core.merkle`` postorder);
+- the SMT over the heads of all memories (``smt`` table, chunk layout in
+  ``core.smt_store``): key ``smt_key(ns, id)``, value the *head commitment*
+
+      head_commitment = H("cortexgraph/head/v1" | u32be(len head) | head | version)
+
+  where ``head`` is the memory's ``heads`` record and ``version`` the ``versions`` record
+  of its head version (``core.state`` layouts). Tombstoned memories stay in the tree, with
+  their status in the head record, so a proof shows a memory was forgotten.
+
+``OverallRoot = H("cortexgraph/root/v1" | u64be(journal size) | mmr_root | smt_root)``.
+
+Invariants:
+
+- M9 after every committed batch, the ``mmr`` table holds exactly the nodes of the MMR of
+  all journal entries, and the ``smt`` table exactly the SMT of the head commitments of all
+  memories (both functions of the journal: rebuild == incremental).
+- M10 a :class:`SnapshotManifest` stored at seq ``s`` equals the manifest a rebuild computes
+  at seq ``s``; ``replay.verify`` checks every stored one.
+- M11 :func:`verify_memory_proof` never raises; it accepts a proof only if the head record,
+  version record and entry hash into the trusted OverallRoot through both trees.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+
+from ..errors import CorruptionError
+from .codec import as_map, decode, encode
+from .hashing import HASH_NAMES, hash_function, hash_parts
+from .journal import Mutation, decode_entry
+from .merkle import (
+    EMPTY_SMT_ROOT,
+    mmr_append,
+    mmr_inclusion_proof,
+    mmr_leaf_hash,
+    mmr_root,
+    overall_root,
+    smt_key,
+    verify_inclusion,
+    verify_smt,
+)
+from .smt_store import smt_store_apply, smt_store_prove, smt_store_root
+from .state import HeadState, VersionState
+from .uri import MemoryURI
+
+__all__ = [
+    "SCHEMA",
+    "MemoryProof",
+    "SnapshotManifest",
+    "build_memory_proof",
+    "empty_roots",
+    "head_commitment",
+    "manifest_for",
+    "mmr_key",
+    "mmr_mutations",
+    "roots",
+    "smt_mutations",
+    "verify_memory_proof",
+]
+
+SCHEMA = 1
+_HEAD_DOMAIN = b"cortexgraph/head/v1"
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+
+Get = Callable[[str, bytes], "bytes | None"]
+
+
+def mmr_key(position: int) -> bytes:
+    """The ``mmr`` table key of a node position."""
+    return _U64.pack(position)
+
+
+def head_commitment(hash_name: str, head: bytes, version: bytes) -> bytes:
+    """The SMT value of a memory: its head record and head version record, hashed."""
+    return hash_parts(hash_name, _HEAD_DOMAIN, _U32.pack(len(head)), head, version)
+
+
+def _mmr_getter(get: Get) -> Callable[[int], bytes | None]:
+    return lambda position: get("mmr", _U64.pack(position))
+
+
+def _smt_getter(get: Get) -> Callable[[bytes], bytes | None]:
+    return lambda key: get("smt", key)
+
+
+def mmr_mutations(hash_name: str, get: Get, size: int, entry_bytes: bytes) -> list[Mutation]:
+    """The ``mmr`` nodes that appending the entry at seq ``size + 1`` writes."""
+    leaf = mmr_leaf_hash(hash_name, entry_bytes)
+    return [
+        ("mmr", _U64.pack(pos), node)
+        for pos, node in mmr_append(hash_name, _mmr_getter(get), size, leaf)
+    ]
+
+
+def smt_mutations(hash_name: str, get: Get, memory_ids: Iterable[bytes]) -> list[Mutation]:
+    """The ``smt`` chunk writes that bring the heads of ``memory_ids`` up to date.
+
+    ``get`` must already see the batch's ``heads`` and ``versions`` writes.
+    """
+    updates: dict[bytes, bytes | None] = {}
+    for memory_id in memory_ids:
+        raw_head = get("heads", memory_id)
+        if raw_head is None:
+            raise CorruptionError(f"memory {memory_id.hex()} has no head record")
+        head = HeadState.decode(raw_head)
+        raw_version = get("versions", memory_id + _U32.pack(head.head))
+        if raw_version is None:
+            raise CorruptionError(f"memory {memory_id.hex()} has no head version record")
+        key = smt_key(hash_name, head.ns, memory_id)
+        updates[key] = head_commitment(hash_name, raw_head, raw_version)
+    if not updates:
+        return []
+    _, writes = smt_store_apply(hash_name, _smt_getter(get), updates)
+    return [("smt", key, value) for key, value in sorted(writes.items())]
+
+
+def roots(hash_name: str, get: Get, size: int) -> tuple[bytes, bytes, bytes]:
+    """``(mmr_root, smt_root, overall_root)`` of a store whose journal holds ``size``."""
+    mmr = mmr_root(hash_name, _mmr_getter(get), size)
+    smt = smt_store_root(_smt_getter(get))
+    return mmr, smt, overall_root(hash_name, size, mmr, smt)
+
+
+# ---------------------------------------------------------------------------
+# Snapshots
+
+
+def _digest(value: Any, what: str) -> bytes:
+    if type(value) is not bytes or len(value) != 32:
+        raise CorruptionError(f"{what} is not a 32-byte digest")
+    return value
+
+
+@attrs.frozen
+class SnapshotManifest:
+    """The roots of a store at one seq; stored in ``snapshots`` and checked by replay."""
+
+    actor: str
+    seq: int
+    mmr_root: bytes
+    smt_root: bytes
+    overall_root: bytes
+    hash_name: str
+    schema: int = SCHEMA
+    at: int = 0
+
+    def encode(self) -> bytes:
+        return encode(attrs.asdict(self))
+
+    @classmethod
+    def decode(cls, data: bytes) -> SnapshotManifest:
+        m = as_map(decode(data, what="a snapshot manifest"), "a snapshot manifest")
+        if m.keys() != {f.name for f in attrs.fields(cls)}:
+            raise CorruptionError("a snapshot manifest has the wrong fields")
+        if m["hash_name"] not in HASH_NAMES or type(m["seq"]) is not int:
+            raise CorruptionError("a snapshot manifest has a bad hash name or seq")
+        return cls(
+            actor=str(m["actor"]),
+            seq=m["seq"],
+            mmr_root=_digest(m["mmr_root"], "mmr_root"),
+            smt_root=_digest(m["smt_root"], "smt_root"),
+            overall_root=_digest(m["overall_root"], "overall_root"),
+            hash_name=m["hash_name"],
+            schema=int(m["schema"]),
+            at=int(m["at"]),
+        )
+
+    def same_roots(self, other: SnapshotManifest) -> bool:
+        """Whether both commit to the same state (``at`` aside)."""
+        return (self.seq, self.mmr_root, self.smt_root, self.overall_root) == (
+            other.seq,
+            other.mmr_root,
+            other.smt_root,
+            other.overall_root,
+        )
+
+
+# ---------------------------------------------------------------------------
+# Memory proofs
+
+
+@attrs.frozen
+class MemoryProof:
+    """Everything needed to check one memory version against an OverallRoot.
+
+    ``head_record`` and ``head_version_record`` are what the SMT commits to (the memory's
+    ``heads`` record and the record of its head version); ``version_record`` is the record
+    of the version being proved (the same bytes when that is the head). ``entry`` is the
+    journal entry that wrote that version, and ``mmr_proof`` its inclusion proof in the MMR
+    of ``journal_size`` entries.
+    """
+
+    hash_name: str
+    uri: MemoryURI
+    head_record: bytes
+    head_version_record: bytes
+    version_record: bytes
+    smt_proof: bytes
+    entry: bytes
+    mmr_proof: tuple[bytes, ...]
+    journal_size: int
+    mmr_root: bytes
+    smt_root: bytes
+
+    @property
+    def overall_root(self) -> bytes:
+        return overall_root(self.hash_name, self.journal_size, self.mmr_root, self.smt_root)
+
+
+def build_memory_proof(
+    hash_name: str, get: Get, uri: MemoryURI, size: int, version: int
+) -> MemoryProof:
+    """Collect the proof of version ``version`` of ``uri``'s memory at journal ``size``."""
+    raw_head = get("heads", uri.id)
+    if raw_head is None:
+        raise CorruptionError(f"{uri} has no head record")
+    head = HeadState.decode(raw_head)
+    head_version = get("versions", uri.id + _U32.pack(head.head))
+    wanted = get("versions", uri.id + _U32.pack(version))
+    if head_version is None or wanted is None:
+        raise CorruptionError(f"{uri} lacks a version record")
+    seq = VersionState.decode(wanted).seq
+    entry = get("journal", _U64.pack(seq))
+    if entry is None:
+        raise CorruptionError(f"journal entry {seq} is missing")
+    mmr, smt, _ = roots(hash_name, get, size)
+    key = smt_key(hash_name, head.ns, uri.id)
+    return MemoryProof(
+        hash_name=hash_name,
+        uri=MemoryURI.trusted(uri.actor, head.ns, uri.id, version),
+        head_record=raw_head,
+        head_version_record=head_version,
+        version_record=wanted,
+        smt_proof=smt_store_prove(hash_name, _smt_getter(get), key),
+        entry=entry,
+        mmr_proof=tuple(mmr_inclusion_proof(hash_name, _mmr_getter(get), seq - 1, size)),
+        journal_size=size,
+        mmr_root=mmr,
+        smt_root=smt,
+    )
+
+
+def verify_memory_proof(proof: object, trusted_root: object) -> bool:
+    """Check a :class:`MemoryProof` against a trusted OverallRoot. Never raises (M11).
+
+    True only if: the roots hash to ``trusted_root``; the head and head-version records
+    are in the SMT under the memory's key; the proved version record was written by
+    ``entry`` (same seq, same memory, same version, same body bytes); and ``entry`` is in
+    the MMR at its seq.
+    """
+    try:
+        return _verify(proof, trusted_root)
+    except Exception:
+        return False
+
+
+def _verify(proof: Any, trusted_root: Any) -> bool:
+    if type(proof) is not MemoryProof or type(trusted_root) is not bytes:
+        return False
+    h = proof.hash_name
+    if h not in HASH_NAMES or proof.overall_root != trusted_root:
+        return False
+    head = HeadState.decode(proof.head_record)
+    version = VersionState.decode(proof.version_record)
+    value = head_commitment(h, proof.head_record, proof.head_version_record)
+    key = smt_key(h, head.ns, proof.uri.id)
+    if head.ns != proof.uri.ns or not verify_smt(h, proof.smt_root, key, value, proof.smt_proof):
+        return False
+    number = proof.uri.version
+    if number is None or not 1 <= number <= head.latest:
+        return False
+    if number == head.head and proof.version_record != proof.head_version_record:
+        return False
+    entry = decode_entry(proof.entry)
+    if entry.seq != version.seq or entry.fields.get("id") != proof.uri.id:
+        return False
+    written = 1 if entry.op == "write" else entry.fields.get("version")
+    if entry.op not in ("write", "update") or written != number:
+        return False
+    # the whole version record (seq, time and body) must be what this entry wrote
+    if VersionState(entry.seq, entry.at, encode(entry.fields["body"])).encode() != (
+        proof.version_record
+    ):
+        return False
+    if entry.ns != head.ns:
+        return False
+    leaf = mmr_leaf_hash(h, proof.entry)
+    return verify_inclusion(
+        h, entry.seq - 1, proof.journal_size, leaf, list(proof.mmr_proof), proof.mmr_root
+    )
+
+
+def manifest_for(actor: str, hash_name: str, get: Get, size: int, at: int) -> SnapshotManifest:
+    """The manifest of the store as ``get`` sees it with ``size`` journal entries."""
+    mmr, smt, overall = roots(hash_name, get, size)
+    return SnapshotManifest(actor, size, mmr, smt, overall, hash_name, SCHEMA, at)
+
+
+def empty_roots(hash_name: str) -> tuple[bytes, bytes, bytes]:
+    """The roots of an empty store."""
+    mmr = hash_function(hash_name)(b"")
+    return mmr, EMPTY_SMT_ROOT, overall_root(hash_name, 0, mmr, EMPTY_SMT_ROOT)

@@ -1,0 +1,438 @@
+"""Replay: drop derived state, rebuild it from the journal, and verify a store.
+
+Everything but the journal, the snapshots and the identity in ``meta`` is derived (J4):
+:func:`rebuild` drops it and walks the journal through ``core.journal.apply`` — the same
+function writes use — plus the same Merkle maintenance, in one write transaction, so
+readers see either the old derived state or the new one.
+
+:func:`verify` never touches the store it checks. It copies the journal into a scratch
+environment, rebuilds there, and compares with the original:
+
+- every journal entry must decode canonically (J6), follow the state before it, and hash
+  to the MMR leaf the original store recorded for its seq — the first entry that does not
+  is the *first diverging seq*;
+- every stored :class:`~cortexgraph.core.commitments.SnapshotManifest` must equal the
+  manifest the rebuild computes at its seq (M10);
+- every derived table must be byte-identical (J4), and the original's OverallRoot, as its
+  own ``mmr`` and ``smt`` tables give it, must equal the rebuilt one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .core.commitments import SnapshotManifest, manifest_for, mmr_mutations, roots, smt_mutations
+from .core.journal import Identity, apply, decode_entry
+from .core.keys import seq_from_key
+from .core.merkle import mmr_leaf_hash, mmr_leaf_position, mmr_node_count
+from .core.uri import check_name
+from .cortex import Cortex, open
+from .errors import CorruptionError, CortexError, NotFoundError
+from .store.env import DERIVED_TABLES, Environment, ReadTxn, WriteTxn
+
+__all__ = [
+    "ActorReport",
+    "ReplayError",
+    "VerifyReport",
+    "drop_derived",
+    "rebuild",
+    "verify",
+    "verify_cortex",
+]
+
+#: Called with (entries done, entries in all) as replay goes.
+Progress = Callable[[int, int], None]
+
+_SMT_FLUSH = 8192  # memories gathered before the SMT is brought up to date in one bulk call
+_PROGRESS_EVERY = 2048
+
+
+@attrs.frozen
+class ActorReport:
+    """The verification of one actor's store."""
+
+    actor: str
+    ok: bool
+    entries: int
+    overall_root: str
+    stored_root: str | None
+    first_bad_seq: int | None
+    tables: dict[str, bool]
+    snapshots_checked: int
+    problems: tuple[str, ...]
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen
+class VerifyReport:
+    """What :func:`verify` found. ``ok`` only if every actor's store checks out."""
+
+    ok: bool
+    actors: tuple[ActorReport, ...]
+
+    @property
+    def first_bad_seq(self) -> int | None:
+        """The first diverging seq of the first actor that has one."""
+        for report in self.actors:
+            if report.first_bad_seq is not None:
+                return report.first_bad_seq
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "actors": [report.to_dict() for report in self.actors]}
+
+
+# ---------------------------------------------------------------------------
+# replaying
+
+
+class ReplayError(CorruptionError):
+    """An entry of the journal could not be replayed; ``seq`` names it."""
+
+    def __init__(self, seq: int, message: str) -> None:
+        self.seq = seq
+        super().__init__(message)
+
+
+def _replay(
+    txn: WriteTxn,
+    identity: Identity,
+    entries: Iterable[tuple[int, bytes]],
+    *,
+    append: bool,
+    total: int,
+    progress: Progress | None,
+    on_entry: Callable[[int, bytes], None] | None = None,
+    checkpoints: Iterable[int] = (),
+    on_checkpoint: Callable[[int], None] | None = None,
+) -> int:
+    """Apply ``entries`` (seq, bytes) in order onto the derived state in ``txn``.
+
+    Returns the number of entries applied. Raises ``CorruptionError`` naming the seq of the
+    first entry that cannot be decoded or applied.
+    """
+    hash_name = identity.hash_name
+    dirty: dict[bytes, None] = {}
+    stops = sorted(set(checkpoints))
+    stop_at = 0
+    size = 0
+    for seq, data in entries:
+        if seq != size + 1:
+            raise ReplayError(size + 1, f"journal entry {size + 1} is missing (next is {seq})")
+        try:
+            entry = decode_entry(data)
+            if entry.seq != seq:
+                raise CorruptionError(f"the entry stored at seq {seq} says seq {entry.seq}")
+            if append:
+                txn.append_entry(seq, data)
+            txn.apply_mutations(apply(identity, entry, txn))
+        except CorruptionError as exc:
+            raise ReplayError(seq, f"journal entry {seq}: {exc}") from None
+        txn.apply_mutations(mmr_mutations(hash_name, txn.get, size, data))
+        dirty[entry.memory_id] = None
+        size = seq
+        if on_entry is not None:
+            on_entry(seq, data)
+        at_stop = stop_at < len(stops) and stops[stop_at] == seq
+        if at_stop or len(dirty) >= _SMT_FLUSH:
+            txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty))
+            dirty.clear()
+        if at_stop:
+            stop_at += 1
+            if on_checkpoint is not None:
+                on_checkpoint(seq)
+        if progress is not None and seq % _PROGRESS_EVERY == 0:
+            progress(seq, total)
+    if dirty:
+        txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty))
+    if progress is not None:
+        progress(size, total)
+    return size
+
+
+def _journal(txn: ReadTxn) -> Iterator[tuple[int, bytes]]:
+    with txn.cursor("journal") as cur:
+        for key, value in cur:
+            yield seq_from_key(key), bytes(value)
+
+
+def drop_derived(cx: Cortex) -> None:
+    """Empty every derived table (the journal, snapshots and identity stay).
+
+    The store reads as empty until :func:`rebuild`; prefer ``rebuild``, which drops and
+    replays in one transaction.
+    """
+    env = _env(cx)
+    txn = env.begin_write(replay=True)
+    try:
+        for table in DERIVED_TABLES:
+            txn.drop(table)
+        txn.commit()
+    except BaseException:
+        txn.abort()
+        raise
+
+
+def rebuild(cx: Cortex, *, progress: Progress | None = None) -> int:
+    """Drop the derived tables and replay the whole journal into them, atomically.
+
+    Returns the number of entries replayed.
+
+    Raises:
+        CorruptionError: an entry cannot be decoded or applied (naming its seq); the store
+            is left as it was.
+    """
+    env = _env(cx)
+    if cx._active_batch() is not None:
+        raise CortexError("cannot rebuild inside a batch")
+    txn = env.begin_write(replay=True)
+    try:
+        total = txn.last_seq()
+        for table in DERIVED_TABLES:
+            txn.drop(table)
+        entries = list(_journal(txn))  # materialised: the cursor must not see our writes
+        count = _replay(txn, cx._identity, entries, append=False, total=total, progress=progress)
+        txn.commit()
+    except BaseException:
+        txn.abort()
+        raise
+    return count
+
+
+def _env(cx: Cortex) -> Environment:
+    env: Environment = cx._env
+    return env
+
+
+# ---------------------------------------------------------------------------
+# verifying
+
+
+def verify(
+    root: str | Path,
+    actor: str | None = None,
+    *,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> VerifyReport:
+    """Verify the store of ``actor`` under ``root`` (every actor when ``actor`` is None).
+
+    Opens each store read-only; nothing is written to it. ``progress(actor, done, total)``
+    is called as entries are replayed.
+
+    Raises:
+        NotFoundError: ``root`` holds no store (or not ``actor``'s).
+    """
+    root = Path(root)
+    if actor is not None:
+        actors = [check_name(actor, "actor")]
+    else:
+        actors = (
+            sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "data.mdb").exists())
+            if root.is_dir()
+            else []
+        )
+        if not actors:
+            raise NotFoundError(f"no cortexgraph store under {root}")
+    reports = []
+    for name in actors:
+        with open(root, name, readonly=True) as cx:
+            step = None if progress is None else _bind(progress, name)
+            reports.append(verify_cortex(cx, progress=step))
+    return VerifyReport(all(r.ok for r in reports), tuple(reports))
+
+
+def _bind(progress: Callable[[str, int, int], None], actor: str) -> Progress:
+    return lambda done, total: progress(actor, done, total)
+
+
+def verify_cortex(cx: Cortex, *, progress: Progress | None = None) -> ActorReport:
+    """Verify an open store against a rebuild of its own journal (see the module doc)."""
+    scratch_dir = Path(tempfile.mkdtemp(prefix="cortexgraph-verify-"))
+    try:
+        with cx._env.read() as original:
+            return _Verifier(cx, original, scratch_dir, progress).run()
+    finally:
+        shutil.rmtree(scratch_dir, ignore_errors=True)
+
+
+class _Verifier:
+    """One verification: the original's read transaction and a scratch environment."""
+
+    def __init__(
+        self, cx: Cortex, original: ReadTxn, scratch_dir: Path, progress: Progress | None
+    ) -> None:
+        self.cx = cx
+        self.original = original
+        self.scratch_dir = scratch_dir
+        self.progress = progress
+        self.started = time.perf_counter()
+        self.problems: list[str] = []
+        self.first_bad: int | None = None
+        self.tables: dict[str, bool] = {}
+        self.checked = 0
+        self.total = original.last_seq()
+        self.stored_root: str | None = None
+        self.rebuilt_root = ""
+        self.snapshots: dict[int, SnapshotManifest] = {}
+        self.txn: WriteTxn | None = None
+
+    def bad(self, seq: int | None, problem: str) -> None:
+        self.problems.append(problem)
+        if seq is not None and (self.first_bad is None or seq < self.first_bad):
+            self.first_bad = seq
+
+    def run(self) -> ActorReport:
+        cx = self.cx
+        try:
+            self.stored_root = roots(cx.hash_name, self.original.get, self.total)[2].hex()
+        except CorruptionError as exc:
+            self.bad(None, f"the store's own Merkle tables are unreadable: {exc}")
+        self.snapshots = _stored_snapshots(self.original, self.problems)
+        self.check_tail()
+        for seq in self.snapshots:
+            if seq > self.total:
+                self.bad(None, f"snapshot at seq {seq} is beyond the journal ({self.total})")
+        scratch = Environment(
+            self.scratch_dir / cx.actor,
+            cx.actor,
+            create=True,
+            readonly=False,
+            map_size=max(cx._env.map_size(), 1 << 26),
+            sync=False,
+            hash_name=cx.hash_name,
+        )
+        try:
+            if self.rebuild_into(scratch):
+                self.compare_tables(scratch)
+        finally:
+            scratch.close()
+        if self.rebuilt_root and self.stored_root not in (None, self.rebuilt_root):
+            self.bad(None, "the store's OverallRoot differs from the rebuilt one")
+        return ActorReport(
+            actor=cx.actor,
+            ok=not self.problems,
+            entries=self.cx._env.table_entries(self.original, "journal"),
+            overall_root=self.rebuilt_root,
+            stored_root=self.stored_root,
+            first_bad_seq=self.first_bad,
+            tables=self.tables,
+            snapshots_checked=self.checked,
+            problems=tuple(self.problems),
+            seconds=round(time.perf_counter() - self.started, 3),
+        )
+
+    def rebuild_into(self, scratch: Environment) -> bool:
+        """Replay the original's journal into ``scratch``; False if it could not finish."""
+        txn = self.txn = scratch.begin_write(replay=True)
+        try:
+            _replay(
+                txn,
+                self.cx._identity,
+                _journal(self.original),
+                append=True,
+                total=self.total,
+                progress=self.progress,
+                on_entry=self.check_leaf,
+                checkpoints=[s for s in self.snapshots if s <= self.total],
+                on_checkpoint=self.check_snapshot,
+            )
+        except ReplayError as exc:
+            txn.abort()
+            self.bad(exc.seq, str(exc))
+            return False
+        except BaseException:
+            txn.abort()
+            raise
+        self.rebuilt_root = roots(self.cx.hash_name, txn.get, self.total)[2].hex()
+        txn.commit()
+        return True
+
+    def check_tail(self) -> None:
+        """The store must not have committed entries beyond the journal's last seq."""
+        beyond = self.original.get("mmr", _u64(mmr_node_count(self.total)))
+        if beyond is not None:
+            self.bad(
+                self.total + 1,
+                f"journal entry {self.total + 1} is missing: the store committed entries"
+                f" beyond seq {self.total}",
+            )
+
+    def check_leaf(self, seq: int, data: bytes) -> None:
+        """The entry must hash to the MMR leaf the original committed for its seq."""
+        stored = self.original.get("mmr", _u64(mmr_leaf_position(seq - 1)))
+        if stored != mmr_leaf_hash(self.cx.hash_name, data) and self.first_bad is None:
+            self.bad(
+                seq,
+                f"journal entry {seq} differs from what the store committed"
+                " (its MMR leaf does not match)",
+            )
+
+    def check_snapshot(self, seq: int) -> None:
+        """The stored manifest at ``seq`` must equal the rebuilt one (M10)."""
+        txn = self.txn
+        if txn is None:  # pragma: no cover - checkpoints only fire inside rebuild_into
+            raise CortexError("snapshot check outside a replay")
+        stored = self.snapshots[seq]
+        built = manifest_for(self.cx.actor, self.cx.hash_name, txn.get, seq, stored.at)
+        self.checked += 1
+        if not built.same_roots(stored) or built.hash_name != stored.hash_name:
+            self.bad(seq, f"snapshot at seq {seq} does not match the journal")
+
+    def compare_tables(self, scratch: Environment) -> None:
+        """Every derived table must be byte-identical to the rebuild's (J4)."""
+        with scratch.read() as rebuilt:
+            for table in DERIVED_TABLES:
+                same = scratch.table_digest(rebuilt, table) == self.cx._env.table_digest(
+                    self.original, table
+                )
+                self.tables[table] = same
+                if not same:
+                    key = _first_difference(self.original, rebuilt, table)
+                    self.bad(
+                        None, f"derived table {table!r} differs from a rebuild (first at key {key})"
+                    )
+
+
+def _stored_snapshots(txn: ReadTxn, problems: list[str]) -> dict[int, SnapshotManifest]:
+    out: dict[int, SnapshotManifest] = {}
+    with txn.cursor("snapshots") as cur:
+        for key, value in cur:
+            seq = seq_from_key(key)
+            try:
+                manifest = SnapshotManifest.decode(bytes(value))
+            except CorruptionError as exc:
+                problems.append(f"snapshot at seq {seq} is unreadable: {exc}")
+                continue
+            if manifest.seq != seq:
+                problems.append(f"snapshot stored at seq {seq} says seq {manifest.seq}")
+                continue
+            out[seq] = manifest
+    return out
+
+
+def _first_difference(a: ReadTxn, b: ReadTxn, table: str) -> str:
+    with a.cursor(table) as ca, b.cursor(table) as cb:
+        left = iter(ca)
+        right = iter(cb)
+        while True:
+            x = next(left, None)
+            y = next(right, None)
+            if x is None and y is None:
+                return "(none)"
+            if x is None or y is None or bytes(x[0]) != bytes(y[0]) or bytes(x[1]) != bytes(y[1]):
+                key = (x or y)[0]  # type: ignore[index]
+                return bytes(key).hex()
+
+
+def _u64(value: int) -> bytes:
+    return value.to_bytes(8, "big")
