@@ -108,4 +108,4 @@ def test_demo_runs_and_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFi
     first, second = json.loads(out1), json.loads(out2)
     assert first["identical_twin"] is True
     assert first["uris"] == second["uris"] and first["digests"] == second["digests"]
-    assert first["seq"] == 9
+    assert first["seq"] == 10
