@@ -598,7 +598,7 @@ class Batch:
     def _apply(self, entry: Entry, data: bytes) -> None:
         txn = self._txn
         txn.append_entry(entry.seq, data)
-        txn.apply_mutations(apply(self._cx._identity, entry, txn))
+        txn.apply_mutations(apply(self._cx._identity, entry, txn, trusted=True))
         txn.apply_mutations(mmr_mutations(self._cx.hash_name, txn.get, entry.seq - 1, data))
         self._dirty[entry.memory_id] = None
 

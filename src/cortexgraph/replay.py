@@ -50,7 +50,7 @@ __all__ = [
 #: Called with (entries done, entries in all) as replay goes.
 Progress = Callable[[int, int], None]
 
-_SMT_FLUSH = 8192  # memories gathered before the SMT is brought up to date in one bulk call
+_SMT_FLUSH = 1 << 17  # memories gathered before the SMT is brought up to date in one bulk call
 _PROGRESS_EVERY = 2048
 
 

@@ -34,8 +34,8 @@ from typing import Any, Protocol
 
 import attrs
 
-from ..errors import CorruptionError
-from .codec import as_map, decode, encode_head, encode_trusted
+from ..errors import CorruptionError, ValidationError
+from .codec import decode_unchecked, encode_head, encode_trusted
 from .hashing import hash_function
 from .keys import (
     ID_SIZE,
@@ -47,7 +47,7 @@ from .keys import (
     version_key,
 )
 from .state import HeadState, VersionState
-from .taxonomy import Memory, check_body, type_by_name
+from .taxonomy import Memory, check_body, encode_body, memory_from_body, type_by_name
 from .uri import check_name
 
 __all__ = [
@@ -196,17 +196,24 @@ def encode_entry(entry: Entry) -> bytes:
 
 
 def decode_entry(data: bytes) -> Entry:
-    """Decode and structurally check one journal entry.
+    """Decode and check one journal entry.
+
+    The entry comes back with its body already validated as a memory (``entry.memory``,
+    ``entry.body_bytes``). Canonical form (J6) is checked by re-encoding the validated
+    entry and comparing bytes, which also proves the body is exactly the canonical body
+    of that memory.
 
     Raises:
         CorruptionError: not canonical (J6), an unknown op or version, missing or extra
-            fields, or fields of the wrong type.
+            fields, fields of the wrong type, or a body that is not a valid memory.
     """
-    m = as_map(decode(data, what="a journal entry"), "a journal entry")
+    m = decode_unchecked(data, what="a journal entry")
+    if type(m) is not dict:
+        raise CorruptionError("a journal entry is not a CBOR map")
     if m.get("v") != ENTRY_VERSION:
         raise CorruptionError(f"a journal entry has unknown format version {m.get('v')!r}")
     op = m.get("op")
-    if op not in _OP_FIELDS:
+    if type(op) is not str or op not in _OP_FIELDS:
         raise CorruptionError(f"a journal entry has unknown op {op!r}")
     required, optional = _OP_FIELDS[op]
     keys = m.keys() - _COMMON
@@ -225,11 +232,20 @@ def decode_entry(data: bytes) -> Entry:
         raise CorruptionError(f"journal entry {seq} has a bad memory id")
     if "version" in fields and (type(fields["version"]) is not int or fields["version"] < 1):
         raise CorruptionError(f"journal entry {seq} has a bad version")
-    if "body" in fields and type(fields["body"]) is not dict:
-        raise CorruptionError(f"journal entry {seq} has a body that is not a map")
     if "reason" in fields and (type(fields["reason"]) is not str or not fields["reason"]):
         raise CorruptionError(f"journal entry {seq} has a bad reason")
-    return Entry(seq, at, op, ns, fields)
+    memory: Memory | None = None
+    body_bytes: bytes | None = None
+    if "body" in fields:
+        try:
+            memory = memory_from_body(fields["body"])
+        except ValidationError as exc:
+            raise CorruptionError(f"journal entry {seq} holds an invalid memory: {exc}") from None
+        body_bytes = encode_body(memory)[1]
+    entry = Entry(seq, at, op, ns, fields, memory, body_bytes)
+    if encode_entry(entry) != data:
+        raise CorruptionError(f"journal entry {seq} is not in canonical CBOR form")
+    return entry
 
 
 class StateView(Protocol):
@@ -293,11 +309,15 @@ def _entry_body(entry: Entry) -> tuple[Memory, bytes]:
     return check_body(body, f"journal entry {entry.seq}"), encode_trusted(body)
 
 
-def apply(identity: Identity, entry: Entry, view: StateView) -> list[Mutation]:
+def apply(
+    identity: Identity, entry: Entry, view: StateView, *, trusted: bool = False
+) -> list[Mutation]:
     """The derived-state changes ``entry`` makes, given the state before it.
 
     Pure: the result depends only on ``identity``, ``entry`` and what ``view`` returns.
-    Writers call it after checking preconditions; replay calls it on every entry.
+    Writers call it after checking preconditions, with ``trusted=True`` because they
+    computed the entry's id themselves; replay calls it on every entry and the id of each
+    ``write`` is recomputed and checked.
 
     Raises:
         CorruptionError: the entry cannot follow the state (an unknown memory, a wrong id,
@@ -309,7 +329,7 @@ def apply(identity: Identity, entry: Entry, view: StateView) -> list[Mutation]:
     op = entry.op
     if op == "write":
         memory, body_bytes = _entry_body(entry)
-        if entry.memory is None and memory_id(identity, ns, entry.seq, body_bytes) != mid:
+        if not trusted and memory_id(identity, ns, entry.seq, body_bytes) != mid:
             raise CorruptionError(f"journal entry {entry.seq} has an id that does not match")
         if view.get("heads", mid) is not None:
             raise CorruptionError(f"journal entry {entry.seq} writes an existing memory")

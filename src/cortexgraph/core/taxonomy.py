@@ -600,11 +600,14 @@ def memory_from_body(body: Mapping[str, Any]) -> Memory:
     if not isinstance(body, Mapping):
         raise ValidationError("a memory body must be a map", field="body")
     fields = dict(body)
+    for name in fields:
+        if type(name) is not str:
+            raise ValidationError(f"field names must be text, not {name!r}", field="body")
     cls = type_by_name(fields.pop("type", None))
     source = fields.get("source")
     if source is not None:
-        if not isinstance(source, Mapping):
-            raise ValidationError("must be a map", field="source")
+        if not isinstance(source, Mapping) or not all(type(k) is str for k in source):
+            raise ValidationError("must be a map with text keys", field="source")
         fields["source"] = Source(**source)
     return cls(**fields)
 
