@@ -702,13 +702,17 @@ def smt_prove(get_node: SmtGetNode, root: bytes, key: bytes) -> bytes:
     key = _require_key(key)
     root = _require_digest(root, "root")
     siblings, _, leaf = _descend(get_node, root, int.from_bytes(key, "big"))
-    depth = len(siblings)
     if leaf is None:
-        kind, tail = 0, b""
-    elif leaf[1:33] == key:
-        kind, tail = 1, b""
-    else:
-        kind, tail = 2, leaf[1:]
+        return encode_smt_proof(0, siblings, b"")
+    if leaf[1:33] == key:
+        return encode_smt_proof(1, siblings, b"")
+    return encode_smt_proof(2, siblings, leaf[1:])
+
+
+def encode_smt_proof(kind: int, siblings: list[bytes], tail: bytes) -> bytes:
+    """The proof bytes for a path: ``kind``, the siblings from the root down (EMPTY ones
+    are left out and marked absent in the bitmap), and for kind 2 the other leaf."""
+    depth = len(siblings)
     bitmap = 0
     present = []
     for i, sibling in enumerate(siblings):

@@ -132,7 +132,7 @@ from collections.abc import Callable, Mapping
 
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, hash_function
-from .merkle import EMPTY_SMT_ROOT, SMT_KEY_SIZE
+from .merkle import EMPTY_SMT_ROOT, SMT_KEY_SIZE, encode_smt_proof
 
 __all__ = [
     "SMT_STORE_META_KEY",
@@ -811,28 +811,10 @@ def smt_store_prove(hash_name: str, get: SmtStoreGet, key: bytes) -> bytes:
             state = _EMPTY_STATE
         depth += 4
     if state[0] == _EMPTY:
-        kind, tail = 0, b""
-    elif state[1] == key:
-        kind, tail = 1, b""
-    else:
-        kind, tail = 2, state[1] + state[2]
-    depth = len(siblings)
-    bitmap = 0
-    present = []
-    for i, sibling in enumerate(siblings):
-        if sibling != _ZERO:
-            bitmap |= 1 << (depth - 1 - i)
-            present.append(sibling)
-    width = (depth + 7) >> 3
-    return b"".join(
-        [
-            bytes((kind,)),
-            depth.to_bytes(2, "big"),
-            (bitmap << (8 * width - depth)).to_bytes(width, "big"),
-            *present,
-            tail,
-        ]
-    )
+        return encode_smt_proof(0, siblings, b"")
+    if state[1] == key:
+        return encode_smt_proof(1, siblings, b"")
+    return encode_smt_proof(2, siblings, state[1] + state[2])
 
 
 def smt_store_check(hash_name: str, get: SmtStoreGet) -> int:
