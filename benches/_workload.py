@@ -1,16 +1,25 @@
 """Deterministic workloads for the benchmarks, and a raw-LMDB baseline that replays their bytes.
 
 The baseline answers "what does the same work cost in bare LMDB?". To make it the *same*
-work, a workload is first run through cortexgraph on a scratch store; every ``(table, key,
-value)`` that store then holds is read back with py-lmdb and grouped per memory, in the order
-``Batch.write`` puts them::
+work, a workload is first run through cortexgraph on a scratch store, and every put and
+delete it made is recovered, in the order cortexgraph makes them. Per memory, in the order
+``Batch._apply`` makes them (``Batch.write``'s puts, then the MMR nodes of its entry)::
 
     journal[seq] -> heads[id] -> versions[id|1] -> idx type key -> idx tag keys -> idx time key
+    -> mmr[pos] for pos in [mmr_node_count(seq - 1), mmr_node_count(seq))
 
-The raw side replays exactly those puts, with the same transaction boundaries, into a fresh
-environment with the same tables and options (sync on, readahead off, meminit off). Memory ids
-depend only on actor, namespace, seq and body, so a measured cortexgraph run on an empty store
-writes byte-identical tables; :func:`check_same_bytes` verifies that after a run.
+and, once per batch, just before the commit (``Batch._commit``), the batch's net ``smt``
+chunk-row writes and deletes. The per-memory rows are read back from the scratch store with
+py-lmdb (``mmr`` is append-only, so its final rows are the written ones). The ``smt`` rows
+are rewritten from batch to batch, so they are recorded while the scratch run commits, by
+wrapping ``cortexgraph.cortex.smt_mutations`` (``Batch._commit`` looks it up at call time)
+with a function that calls the real one and keeps the list it returns.
+
+The raw side replays exactly those operations, with the same transaction boundaries, into a
+fresh environment with the same tables and options (sync on, readahead off, meminit off).
+Memory ids depend only on actor, namespace, seq and body, so a measured cortexgraph run on
+an empty store writes byte-identical tables; :func:`check_same_bytes` verifies that after a
+run, for every table but ``meta`` and ``snapshots``.
 """
 
 from __future__ import annotations
@@ -24,18 +33,22 @@ from typing import Any
 import lmdb
 
 import cortexgraph as cg
+import cortexgraph.cortex as cortex_module
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.keys import ID_SIZE
+from cortexgraph.core.merkle import mmr_node_count
 from cortexgraph.store.env import DEFAULT_MAP_SIZE, TABLES
 
 __all__ = [
     "ACTOR",
     "BASE_AT",
+    "COMPARED_TABLES",
+    "MERKLE_TABLES",
     "NS",
     "WRITE_TABLES",
-    "Put",
+    "Op",
     "RawStore",
-    "capture_puts",
+    "capture_batches",
     "check_same_bytes",
     "chunks",
     "make_memories",
@@ -48,11 +61,17 @@ NS = "default"
 BASE_AT = 1_700_000_000_000
 #: Milliseconds between consecutive memories of a workload.
 STEP_MS = 1_000
-#: The tables a ``write`` touches (the others stay empty in these workloads).
+#: The tables ``Batch.write`` itself puts to (before Merkle maintenance).
 WRITE_TABLES = ("journal", "heads", "versions", "idx")
+#: The Merkle tables every batch also writes: MMR nodes per entry, SMT chunk rows per batch.
+MERKLE_TABLES = ("mmr", "smt")
+#: The tables a raw replay must leave byte-identical: every table but ``meta`` (identity,
+#: written when cortexgraph opens a store) and ``snapshots`` (not written by these workloads
+#: either, but not derived from the journal). The ones no write touches must stay empty.
+COMPARED_TABLES = tuple(t for t in TABLES if t not in ("meta", "snapshots"))
 
-#: One LMDB put: ``(table, key, value)``.
-Put = tuple[str, bytes, bytes]
+#: One LMDB operation: ``(table, key, value)`` puts ``value``; a ``None`` value deletes ``key``.
+Op = tuple[str, bytes, bytes | None]
 
 _WORDS = (
     "the", "a", "an", "of", "to", "in", "for", "on", "with", "by", "from", "at", "as", "and",
@@ -193,51 +212,104 @@ def read_tables(path: Path, tables: Sequence[str] = WRITE_TABLES) -> dict[str, d
 _IDX_ORDER = {b"T"[0]: 0, b"G"[0]: 1, b"S"[0]: 2, b"C"[0]: 3}
 
 
-def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Put]]:
-    """The puts of each memory, in journal order, each in the order ``Batch.write`` makes them."""
+def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Op]]:
+    """The puts of each memory, in journal order, each in the order ``Batch._apply`` makes them.
+
+    ``tables`` must hold every table of :data:`COMPARED_TABLES`; all its rows but the
+    ``smt`` ones must belong to some memory.
+    """
     idx_by_id: dict[bytes, list[bytes]] = {}
     for key in tables["idx"]:
         idx_by_id.setdefault(key[-ID_SIZE:], []).append(key)
-    groups: list[list[Put]] = []
+    mmr = tables["mmr"]
+    groups: list[list[Op]] = []
     used = 0
-    for seq_key, data in sorted(tables["journal"].items()):
+    for index, (seq_key, data) in enumerate(sorted(tables["journal"].items())):
         entry = decode_entry(data)
         if entry.op != "write":
             raise ValueError(f"the workload journaled a {entry.op!r}; only writes are replayed")
+        if entry.seq != index + 1:
+            raise ValueError(f"the journal skips from seq {index} to {entry.seq}")
         mid = entry.memory_id
         version_key = mid + (1).to_bytes(4, "big")
         # idx keys sort by kind in the table; the writer emits type, tags, time.
         idx = sorted(idx_by_id.pop(mid), key=lambda k: (_IDX_ORDER[k[0]], k))
-        group: list[Put] = [
+        group: list[Op] = [
             ("journal", seq_key, data),
             ("heads", mid, tables["heads"][mid]),
             ("versions", version_key, tables["versions"][version_key]),
         ]
         group.extend(("idx", key, tables["idx"][key]) for key in idx)
+        # The entry at seq s appends leaf s - 1 and the parents it completes, in position order.
+        for pos in range(mmr_node_count(index), mmr_node_count(index + 1)):
+            key = pos.to_bytes(8, "big")
+            group.append(("mmr", key, mmr[key]))
         groups.append(group)
         used += len(group)
-    if used != sum(len(t) for t in tables.values()) or idx_by_id:
-        raise ValueError("the scratch store holds puts that belong to no memory")
+    per_memory = sum(len(rows) for name, rows in tables.items() if name != "smt")
+    if used != per_memory or idx_by_id:
+        raise ValueError("the scratch store holds rows that belong to no memory")
     return groups
 
 
-def capture_puts(
+def capture_batches(
     memories: Sequence[cg.Memory], *, batch_size: int, start_at: int = BASE_AT
-) -> list[list[Put]]:
-    """Run the workload on a scratch store and return the puts it made, grouped per memory."""
+) -> list[list[Op]]:
+    """Run the workload on a scratch store; return each write transaction's operations.
+
+    One list per batch (per memory when ``batch_size`` is 1): its memories' puts, in
+    order, then the ``smt`` puts and deletes its commit made. Replaying them, transaction by
+    transaction, into an empty environment gives the scratch store's tables, byte for byte
+    (checked here for ``smt``; :func:`check_same_bytes` checks a measured run).
+    """
+    smt_writes: list[list[Op]] = []
+    real = cortex_module.smt_mutations  # type: ignore[attr-defined]
+
+    def recording(*args: Any, **kwargs: Any) -> list[Op]:
+        mutations: list[Op] = real(*args, **kwargs)
+        smt_writes.append(list(mutations))
+        return mutations
+
     with tempfile.TemporaryDirectory(prefix="cg-scratch-") as root:
         cx = cg.open(root, ACTOR, sync=False)
+        cortex_module.smt_mutations = recording  # type: ignore[attr-defined]
         try:
             write_cortex(cx, memories, batch_size=batch_size, start_at=start_at)
         finally:
+            cortex_module.smt_mutations = real  # type: ignore[attr-defined]
             cx.close()
-        return _group_per_memory(read_tables(Path(root) / ACTOR))
+        tables = read_tables(Path(root) / ACTOR, COMPARED_TABLES)
+    groups = _group_per_memory(tables)
+    # smt_mutations runs once per commit (twice if a commit had to grow the map and retry,
+    # which would make the recording ambiguous: refuse it).
+    if len(smt_writes) != len(range(0, len(groups), batch_size)):
+        raise ValueError(
+            f"expected one smt_mutations call per batch, got {len(smt_writes)} for"
+            f" {len(groups)} memories in batches of {batch_size}"
+        )
+    smt: dict[bytes, bytes] = {}
+    for writes in smt_writes:
+        for table, key, value in writes:
+            if table != "smt":
+                raise ValueError(f"smt_mutations wrote to table {table!r}")
+            if value is None:
+                smt.pop(key, None)
+            else:
+                smt[key] = value
+    if smt != tables["smt"]:
+        raise ValueError("the recorded smt writes do not rebuild the scratch store's smt table")
+    return [
+        [op for group in chunk for op in group] + writes
+        for chunk, writes in zip(chunks(groups, batch_size), smt_writes, strict=True)
+    ]
 
 
-def check_same_bytes(cortex_path: Path, raw_path: Path) -> None:
-    """Raise ``RuntimeError`` unless both (closed) environments hold identical written tables."""
-    ours, raw = read_tables(cortex_path), read_tables(raw_path)
-    for name in WRITE_TABLES:
+def check_same_bytes(
+    cortex_path: Path, raw_path: Path, tables: Sequence[str] = COMPARED_TABLES
+) -> None:
+    """Raise ``RuntimeError`` unless both (closed) environments hold identical ``tables``."""
+    ours, raw = read_tables(cortex_path, tables), read_tables(raw_path, tables)
+    for name in tables:
         if ours[name] != raw[name]:
             raise RuntimeError(
                 f"the raw baseline did not replay the same bytes: table {name!r} differs"
@@ -252,8 +324,8 @@ class RawStore:
     """A bare py-lmdb environment with cortexgraph's tables and open options.
 
     Create one with :meth:`create`, or :meth:`borrow` the environment of an open Cortex to
-    read the very pages it reads. Puts must be :meth:`bind`-ed to table handles first, so
-    that timed loops do nothing but LMDB calls.
+    read the very pages it reads. Operations must be :meth:`bind`-ed to table handles first,
+    so that timed loops do little but LMDB calls.
     """
 
     def __init__(self, env: Any, dbs: dict[str, Any], *, owned: bool) -> None:
@@ -284,17 +356,22 @@ class RawStore:
         """The LMDB handle of an open Cortex (internal); closing the RawStore leaves it open."""
         return cls(cx._env._env, cx._env.dbs, owned=False)
 
-    def bind(self, groups: Sequence[Sequence[Put]]) -> list[list[tuple[Any, bytes, bytes]]]:
-        """``groups`` with each table name replaced by this environment's table handle."""
+    def bind(self, batches: Sequence[Sequence[Op]]) -> list[list[tuple[Any, bytes, bytes | None]]]:
+        """``batches`` with each table name replaced by this environment's table handle."""
         dbs = self.dbs
-        return [[(dbs[table], key, value) for table, key, value in group] for group in groups]
+        return [[(dbs[table], key, value) for table, key, value in ops] for ops in batches]
 
-    def write(self, bound: Sequence[Sequence[tuple[Any, bytes, bytes]]]) -> None:
-        """Put every memory of ``bound`` in one write transaction and commit it."""
+    def write(self, bound: Sequence[tuple[Any, bytes, bytes | None]]) -> None:
+        """Apply one bound batch in one write transaction and commit it.
+
+        A ``None`` value deletes the key, as ``WriteTxn.apply_mutations`` does.
+        """
         with self.env.begin(write=True) as txn:
-            put = txn.put
-            for group in bound:
-                for db, key, value in group:
+            put, delete = txn.put, txn.delete
+            for db, key, value in bound:
+                if value is None:
+                    delete(key, db=db)
+                else:
                     put(key, value, db=db)
 
     def get_pair(self, heads_key: bytes, version_key: bytes) -> tuple[bytes, bytes]:

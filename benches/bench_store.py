@@ -5,7 +5,8 @@ Run them with::
     .venv/bin/python -m pytest benches/bench_store.py --benchmark-only
 
 They are not tests (``testpaths`` is ``tests/``) and assert nothing about time. Each group
-pairs cortexgraph with a raw py-lmdb baseline of the same bytes (see ``_workload``):
+pairs cortexgraph with a raw py-lmdb baseline of the same bytes (see ``_workload``), Merkle
+rows (``mmr`` nodes, ``smt`` chunk rows) included:
 
 - ``batched-write``: one round is one batch of 1,000 memories, committed with sync on;
   rounds continue the same store, so round ``i`` writes memories ``1000*i ..``.
@@ -35,9 +36,9 @@ from _workload import (
     BASE_AT,
     NS,
     STEP_MS,
-    Put,
+    Op,
     RawStore,
-    capture_puts,
+    capture_batches,
     chunks,
     make_memories,
     write_cortex,
@@ -56,15 +57,15 @@ HOT_SET = 1_000
 
 
 @pytest.fixture(scope="session")
-def batch_workload() -> tuple[list[cg.Memory], list[list[Put]]]:
+def batch_workload() -> tuple[list[cg.Memory], list[list[Op]]]:
     memories = make_memories(BATCH * BATCH_ROUNDS, seed=1)
-    return memories, capture_puts(memories, batch_size=BATCH)
+    return memories, capture_batches(memories, batch_size=BATCH)
 
 
 @pytest.fixture(scope="session")
-def single_workload() -> tuple[list[cg.Memory], list[list[Put]]]:
+def single_workload() -> tuple[list[cg.Memory], list[list[Op]]]:
     memories = make_memories(SINGLE_ROUNDS, seed=2)
-    return memories, capture_puts(memories, batch_size=1)
+    return memories, capture_batches(memories, batch_size=1)
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +101,7 @@ def _per_second(benchmark: Any, items_per_round: int) -> None:
 
 @pytest.mark.benchmark(group="batched-write")
 def test_batched_write_cortexgraph(
-    benchmark: Any, tmp_path: Path, batch_workload: tuple[list[cg.Memory], list[list[Put]]]
+    benchmark: Any, tmp_path: Path, batch_workload: tuple[list[cg.Memory], list[list[Op]]]
 ) -> None:
     memories, _ = batch_workload
     cx = cg.open(tmp_path, ACTOR, sync=True)
@@ -119,14 +120,15 @@ def test_batched_write_cortexgraph(
 
 @pytest.mark.benchmark(group="batched-write")
 def test_batched_write_raw_lmdb(
-    benchmark: Any, tmp_path: Path, batch_workload: tuple[list[cg.Memory], list[list[Put]]]
+    benchmark: Any, tmp_path: Path, batch_workload: tuple[list[cg.Memory], list[list[Op]]]
 ) -> None:
-    _, groups = batch_workload
+    _, batches = batch_workload
     raw = RawStore.create(tmp_path / "raw", sync=True)
     try:
-        batches = list(chunks(raw.bind(groups), BATCH))
         benchmark.pedantic(
-            lambda _i, batch: raw.write(batch), setup=_feeder(batches), rounds=BATCH_ROUNDS
+            lambda _i, batch: raw.write(batch),
+            setup=_feeder(raw.bind(batches)),
+            rounds=BATCH_ROUNDS,
         )
     finally:
         raw.close()
@@ -138,7 +140,7 @@ def test_batched_write_raw_lmdb(
 
 @pytest.mark.benchmark(group="single-durable-write")
 def test_single_durable_write_cortexgraph(
-    benchmark: Any, tmp_path: Path, single_workload: tuple[list[cg.Memory], list[list[Put]]]
+    benchmark: Any, tmp_path: Path, single_workload: tuple[list[cg.Memory], list[list[Op]]]
 ) -> None:
     memories, _ = single_workload
     cx = cg.open(tmp_path, ACTOR, sync=True)
@@ -154,14 +156,14 @@ def test_single_durable_write_cortexgraph(
 
 @pytest.mark.benchmark(group="single-durable-write")
 def test_single_durable_write_raw_lmdb(
-    benchmark: Any, tmp_path: Path, single_workload: tuple[list[cg.Memory], list[list[Put]]]
+    benchmark: Any, tmp_path: Path, single_workload: tuple[list[cg.Memory], list[list[Op]]]
 ) -> None:
-    _, groups = single_workload
+    _, batches = single_workload
     raw = RawStore.create(tmp_path / "raw", sync=True)
     try:
         benchmark.pedantic(
-            lambda _i, puts: raw.write([puts]),
-            setup=_feeder(raw.bind(groups)),
+            lambda _i, ops: raw.write(ops),
+            setup=_feeder(raw.bind(batches)),
             rounds=SINGLE_ROUNDS,
         )
     finally:

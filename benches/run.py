@@ -2,23 +2,33 @@
 
 Usage (``make bench`` runs the first)::
 
-    .venv/bin/python benches/run.py
+    .venv/bin/python benches/run.py                        # both suites, two tables
+    .venv/bin/python benches/run.py --suite store          # only the store table
+    .venv/bin/python benches/run.py --suite merkle         # only the Merkle table
     .venv/bin/python benches/run.py --n 20000 --json
     .venv/bin/python benches/run.py --dir /mnt/ssd/tmp     # where the stores live
 
-What it measures, each next to a raw py-lmdb baseline run in the same process
+The ``store`` suite is described below; the ``merkle`` suite (writes with and without Merkle
+maintenance, replay, proofs) lives in ``benches/merkle.py``, which also runs on its own.
+
+What the store suite measures, each next to a raw py-lmdb baseline run in the same process
 (see ``benches/README.md`` for the figures on one machine):
 
 1. batched writes: 20 batches of 1,000 memories (one write transaction each, sync on) into
-   a fresh store; 3 repeats, best and median memories/s. The baseline replays the puts those
-   batches make, captured from a scratch store, with the same transaction boundaries.
+   a fresh store; 3 repeats, best and median memories/s. The baseline replays the puts and
+   deletes those batches make, Merkle rows (``mmr``, ``smt``) included, captured from a
+   scratch store, with the same transaction boundaries.
 2. single durable writes: 200 memories, each ``cx.write`` its own fsync'ed commit, against
-   one raw commit of that memory's puts; the two alternate, write by write. µs p50 / p95.
+   one raw commit of that write's puts and deletes (its ``mmr`` nodes and ``smt`` rows
+   included); the two alternate, write by write. µs p50 / p95.
 3. ``resolve`` of pinned URIs on a store of ``--n`` memories: a hot set of 1,000 URIs
    resolved repeatedly (their bodies sit in the library's verified-body memo), and cold: the
    memo cleared, then up to 20,000 distinct memories drawn uniformly from the whole store,
    so every call decodes and verifies its body. The baseline is one read transaction that
    gets the same ``heads`` and ``versions`` keys through the store's own LMDB handle.
+
+After each write phase, every table but ``meta`` and ``snapshots`` is checked to be
+byte-identical between the cortexgraph store and the raw one.
 
 Progress goes to stderr; the table (or JSON with ``--json``) to stdout. Nothing here fails
 on timing: a missed target is reported as ``no``.
@@ -42,15 +52,15 @@ from typing import Any
 import lmdb
 
 import cortexgraph as cg
+import merkle
 from _workload import (
     ACTOR,
     BASE_AT,
     NS,
     STEP_MS,
     RawStore,
-    capture_puts,
+    capture_batches,
     check_same_bytes,
-    chunks,
     make_memories,
     write_cortex,
 )
@@ -92,8 +102,8 @@ def percentile(values: Sequence[float], p: float) -> float:
 def measure_batched(root: Path) -> tuple[list[float], list[float]]:
     """Memories/s of each repeat, for cortexgraph and for raw LMDB."""
     memories = make_memories(BATCH * BATCHES, seed=1)
-    progress(f"batched writes: capturing the puts of {len(memories):,} memories")
-    groups = capture_puts(memories, batch_size=BATCH)
+    progress(f"batched writes: capturing the writes of {len(memories):,} memories")
+    batches = capture_batches(memories, batch_size=BATCH)
     ours: list[float] = []
     raw_rates: list[float] = []
     for rep in range(REPEATS):
@@ -106,9 +116,9 @@ def measure_batched(root: Path) -> tuple[list[float], list[float]]:
             cx.close()
         raw = RawStore.create(root / f"batched-raw-{rep}", sync=True)
         try:
-            batches = list(chunks(raw.bind(groups), BATCH))
+            bound = raw.bind(batches)
             start = _clock()
-            for batch in batches:
+            for batch in bound:
                 raw.write(batch)
             raw_rates.append(len(memories) / (_clock() - start))
         finally:
@@ -124,19 +134,19 @@ def measure_batched(root: Path) -> tuple[list[float], list[float]]:
 def measure_single(root: Path) -> tuple[list[float], list[float]]:
     """µs per durable write, cortexgraph and raw alternating write by write."""
     memories = make_memories(SINGLES, seed=2)
-    progress(f"single durable writes: capturing the puts of {len(memories)} memories")
-    groups = capture_puts(memories, batch_size=1)
+    progress(f"single durable writes: capturing the writes of {len(memories)} memories")
+    batches = capture_batches(memories, batch_size=1)
     cx = cg.open(root / "single", ACTOR, sync=True)
     raw = RawStore.create(root / "single-raw", sync=True)
     ours: list[float] = []
     raw_us: list[float] = []
     try:
-        for i, (memory, puts) in enumerate(zip(memories, raw.bind(groups), strict=True)):
+        for i, (memory, ops) in enumerate(zip(memories, raw.bind(batches), strict=True)):
             at = BASE_AT + i * STEP_MS
             start = _clock()
             cx.write(memory, ns=NS, at=at)
             middle = _clock()
-            raw.write([puts])
+            raw.write(ops)
             end = _clock()
             ours.append((middle - start) * 1e6)
             raw_us.append((end - middle) * 1e6)
@@ -334,7 +344,18 @@ def environment(n: int, root: Path) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--n", type=int, default=100_000, help="memories in the resolve store (default 100000)"
+        "--suite",
+        choices=("store", "merkle", "all"),
+        default="all",
+        help="store: writes and resolve against raw LMDB; merkle: Merkle maintenance,"
+        " replay and proofs (benches/merkle.py); all: both (default)",
+    )
+    parser.add_argument(
+        "--n",
+        type=int,
+        default=100_000,
+        help="memories in the resolve store; for the merkle suite, memories in the prefilled"
+        " store and entries in the replay journal (default 100000)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -343,28 +364,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be positive")
+    if args.suite != "store" and args.n < 100:
+        parser.error("--n must be at least 100 for the merkle suite")
+    rows: list[dict[str, Any]] | None = None
+    merkle_rows: list[dict[str, Any]] | None = None
     with tempfile.TemporaryDirectory(prefix="cortexgraph-bench-", dir=args.dir) as tmp:
         root = Path(tmp)
         info = environment(args.n, root)
         progress(f"stores under {root}")
-        batched = measure_batched(root)
-        single = measure_single(root)
-        resolve = measure_resolve(root, args.n)
-    rows = build_rows(batched, single, resolve)
+        if args.suite in ("store", "all"):
+            batched = measure_batched(root)
+            single = measure_single(root)
+            resolve = measure_resolve(root, args.n)
+            rows = build_rows(batched, single, resolve)
+        if args.suite in ("merkle", "all"):
+            (root / "merkle").mkdir()
+            # The resolve store holds the workload merkle.build_store makes: reuse it.
+            prefilled = root / "resolve" if rows is not None else None
+            merkle_rows = merkle.measure(root / "merkle", args.n, prefilled=prefilled)
     info["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     progress("done")
     if args.json:
-        print(json.dumps({"environment": info, "rows": rows}, indent=2, ensure_ascii=False))
-    else:
-        print(
-            f"cortexgraph {info['cortexgraph']}, Python {info['python']}, LMDB {info['lmdb']}"
-            f" (py-lmdb {info['py_lmdb']}), {info['cpus']} CPUs, {info['platform']}"
-        )
-        print(
-            f"resolve store: {args.n:,} memories; 1-min load average"
-            f" {info['load_avg_1min_start']} at start, {info['load_avg_1min_end']} at end"
-        )
+        out: dict[str, Any] = {"environment": info}
+        if rows is not None:
+            out["rows"] = rows
+        if merkle_rows is not None:
+            out["merkle_rows"] = merkle_rows
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    print(
+        f"cortexgraph {info['cortexgraph']}, Python {info['python']}, LMDB {info['lmdb']}"
+        f" (py-lmdb {info['py_lmdb']}), {info['cpus']} CPUs, {info['platform']}"
+    )
+    print(
+        f"1-min load average {info['load_avg_1min_start']} at start,"
+        f" {info['load_avg_1min_end']} at end"
+    )
+    if rows is not None:
+        print(f"\nstore suite: resolve store of {args.n:,} memories")
         print(format_table(rows))
+    if merkle_rows is not None:
+        print(
+            f"\nmerkle suite: prefilled store of {args.n:,} memories,"
+            f" replay journal of {args.n:,} entries"
+        )
+        print(merkle.format_table(merkle_rows))
     return 0
 
 
