@@ -133,10 +133,6 @@ def memory_id(identity: Identity, ns: str, seq: int, body_bytes: bytes) -> bytes
     return hash_function(identity.hash_name)(data)[:ID_SIZE]
 
 
-def _encode_scalar(value: Any) -> bytes:
-    return encode_trusted(value)
-
-
 _KEY_BYTES = {
     key: encode_head(3, len(key)) + key.encode("utf-8")
     for key in ("v", "seq", "at", "op", "ns", "id", "version", "body", "reason")
@@ -161,9 +157,9 @@ def encode_entry(entry: Entry) -> bytes:
                 _WRITE_PREFIX,
                 encode_head(0, entry.at),
                 _KEY_BYTES["id"],
-                _encode_scalar(fields["id"]),
+                encode_trusted(fields["id"]),
                 _KEY_BYTES["ns"],
-                _encode_scalar(entry.ns),
+                encode_trusted(entry.ns),
                 _WRITE_OP,
                 encode_head(0, entry.seq),
                 _KEY_BYTES["body"],
@@ -181,15 +177,15 @@ def encode_entry(entry: Entry) -> bytes:
         if key in common:
             encoded = common[key]
         elif key == "op":
-            encoded = _encode_scalar(entry.op)
+            encoded = encode_trusted(entry.op)
         elif key == "ns":
-            encoded = _encode_scalar(entry.ns)
+            encoded = encode_trusted(entry.ns)
         elif key not in fields:
             continue
         elif key == "body" and entry.body_bytes is not None:
             encoded = entry.body_bytes
         else:
-            encoded = _encode_scalar(fields[key])
+            encoded = encode_trusted(fields[key])
         parts.append(_KEY_BYTES[key])
         parts.append(encoded)
     return b"".join(parts)

@@ -29,7 +29,7 @@ import math
 import operator
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 import attrs
@@ -517,7 +517,6 @@ MEMORY_TYPES: tuple[type[Memory], ...] = (
     LearnWeights,
 )
 _BY_NAME: dict[str, type[Memory]] = {t.type_name: t for t in MEMORY_TYPES}
-_BY_CODE: dict[int, type[Memory]] = {t.type_code: t for t in MEMORY_TYPES}
 
 
 def type_by_name(name: object) -> type[Memory]:
@@ -532,11 +531,6 @@ def type_by_name(name: object) -> type[Memory]:
         raise ValidationError(
             f"unknown memory type {name!r}; expected one of {', '.join(_BY_NAME)}", field="type"
         ) from None
-
-
-def type_by_code(code: int) -> type[Memory]:
-    """The memory class with index code ``code``."""
-    return _BY_CODE[code]
 
 
 # ---------------------------------------------------------------------------
@@ -1059,6 +1053,6 @@ def check_body(body: Mapping[str, Any], what: str) -> Memory:
     return memory
 
 
-def memory_fields(cls: type[Memory]) -> Iterable[str]:
+def memory_fields(cls: type[Memory]) -> tuple[str, ...]:
     """The field names of a memory type, in declaration order."""
     return _FIELD_NAMES[cls]
