@@ -26,9 +26,11 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# pytest exits 5 when it collected no tests; that is a failure here like any non-zero code.
+# pytest exits 5 when it collected no tests; that is a failure here like any non-zero code
+# (tests/test_ci.py checks it). PYTEST_ARGS narrows a run: make pytest PYTEST_ARGS="-k uri".
+PYTEST_ARGS ?=
 pytest: $(STAMP)
-	CORTEXGRAPH_INVARIANTS=1 $(BIN)/python -m pytest
+	CORTEXGRAPH_INVARIANTS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
