@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -53,6 +52,7 @@ import lmdb
 
 import cortexgraph as cg
 import cortexgraph.cortex as cortex_module
+from _report import environment, markdown_table, progress
 from _workload import (
     ACTOR,
     BASE_AT,
@@ -89,11 +89,6 @@ TARGET_REPLAY_RATE = 20_000  # entries/s, at least
 TARGET_SMT_RATE = 20_000  # verify_smt calls/s, at least
 
 _clock = time.perf_counter
-_started = _clock()
-
-
-def progress(message: str) -> None:
-    print(f"[{_clock() - _started:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 # -- Merkle off -----------------------------------------------------------------------------
@@ -570,24 +565,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in (header, *cells)) for i in range(len(header))]
-    numeric = {2, 3, 5}
-
-    def fmt(line: Sequence[str]) -> str:
-        parts = (
-            c.rjust(w) if i in numeric else c.ljust(w)
-            for i, (c, w) in enumerate(zip(line, widths, strict=True))
-        )
-        return "| " + " | ".join(parts) + " |"
-
-    rule = (
-        "|"
-        + "|".join(
-            "-" * (w + 1) + ":" if i in numeric else "-" * (w + 2) for i, w in enumerate(widths)
-        )
-        + "|"
-    )
-    return "\n".join([fmt(header), rule, *(fmt(line) for line in cells)])
+    return markdown_table(header, cells, {2, 3, 5})
 
 
 # -- driver -----------------------------------------------------------------------------------
@@ -623,20 +601,6 @@ def measure(root: Path, n: int, *, prefilled: Path | None = None) -> list[dict[s
     proofs = measure_proofs(replay_root, uris)
     shutil.rmtree(replay_root)
     return build_rows(writes, replay, proofs)
-
-
-def environment(n: int, root: Path) -> dict[str, Any]:
-    return {
-        "cortexgraph": cg.__version__,
-        "python": platform.python_version(),
-        "py_lmdb": lmdb.__version__,
-        "lmdb": ".".join(map(str, lmdb.version())),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "store_size": n,
-        "temp_dir": str(root),
-        "load_avg_1min_start": round(os.getloadavg()[0], 2),
-    }
 
 
 def header_lines(info: dict[str, Any], n: int) -> list[str]:

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import statistics
 import sys
@@ -49,10 +48,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import lmdb
-
 import cortexgraph as cg
 import merkle
+from _report import environment, markdown_table, progress
 from _workload import (
     ACTOR,
     BASE_AT,
@@ -80,11 +78,6 @@ TARGET_SINGLE_RATIO = 1.5  # x a raw commit, at most
 TARGET_RESOLVE_US = 20.0  # µs, at most
 
 _clock = time.perf_counter
-_started = _clock()
-
-
-def progress(message: str) -> None:
-    print(f"[{_clock() - _started:6.1f}s] {message}", file=sys.stderr, flush=True)
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -303,42 +296,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(line[i]) for line in (header, *cells)) for i in range(len(header))]
-    numeric = {2, 3, 4}
-
-    def fmt(line: Sequence[str]) -> str:
-        return (
-            "| "
-            + " | ".join(
-                c.rjust(w) if i in numeric else c.ljust(w)
-                for i, (c, w) in enumerate(zip(line, widths, strict=True))
-            )
-            + " |"
-        )
-
-    rule = (
-        "|"
-        + "|".join(
-            "-" * (w + 1) + ":" if i in numeric else "-" * (w + 2) for i, w in enumerate(widths)
-        )
-        + "|"
-    )
-    return "\n".join([fmt(header), rule, *(fmt(line) for line in cells)])
-
-
-def environment(n: int, root: Path) -> dict[str, Any]:
-    return {
-        "cortexgraph": cg.__version__,
-        "python": platform.python_version(),
-        "py_lmdb": lmdb.__version__,
-        "lmdb": ".".join(map(str, lmdb.version())),
-        "platform": platform.platform(),
-        "cpus": os.cpu_count(),
-        "store_size": n,
-        "temp_dir": str(root),
-        # Other processes on the machine skew every figure; the load shows how busy it was.
-        "load_avg_1min_start": round(os.getloadavg()[0], 2),
-    }
+    return markdown_table(header, cells, {2, 3, 4})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
