@@ -346,10 +346,6 @@ class Environment:
     def map_size(self) -> int:
         return int(self._env.info()["map_size"])
 
-    def sync(self) -> None:
-        self._check_usable()
-        self._env.sync(True)
-
     def close(self) -> None:
         if self._closed:
             return
