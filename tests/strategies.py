@@ -19,6 +19,7 @@ from typing import Any
 import blake3
 from hypothesis import strategies as st
 
+from cortexgraph.core.graph import EDGE_STATUSES, RELATIONS
 from cortexgraph.core.journal import OPS, Entry
 from cortexgraph.core.keys import ID_SIZE
 from cortexgraph.core.taxonomy import (
@@ -364,7 +365,19 @@ def entries(draw: st.DrawFn, *, body_bytes: bool | None = None) -> Entry:
     either.
     """
     op = draw(st.sampled_from(OPS))
-    fields: dict[str, Any] = {"id": draw(memory_ids())}
+    fields: dict[str, Any] = {}
+    if op in ("edge", "unedge"):
+        fields["src"] = draw(memory_ids())
+        fields["dst"] = draw(memory_ids())
+        fields["rel"] = draw(st.sampled_from(RELATIONS))
+        if op == "edge":
+            fields["strength"] = draw(st.integers(0, 1_000_000))
+            fields["status"] = draw(st.sampled_from(EDGE_STATUSES))
+            fields["origin"] = draw(st.sampled_from(ORIGINS))
+    elif op == "access":
+        fields["ids"] = sorted(draw(st.sets(memory_ids(), min_size=1, max_size=5)))
+    else:
+        fields["id"] = draw(memory_ids())
     memory = raw = None
     if op in ("update", "head"):
         fields["version"] = draw(st.integers(1, 2**32 - 1))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,11 +27,32 @@ from .core.commitments import (
     roots,
     smt_mutations,
 )
-from .core.journal import Entry, Identity, apply, decode_entry, encode_entry, memory_id, type_of
+from .core.graph import (
+    EDGE_STATUSES,
+    PPM,
+    EdgeState,
+    bfs,
+    check_traversal,
+    edge_out_key,
+    normalise_relation,
+    relation_name,
+    strength_ppm,
+)
+from .core.journal import (
+    HEAD_OPS,
+    Entry,
+    Identity,
+    apply,
+    decode_entry,
+    encode_entry,
+    memory_id,
+    type_of,
+)
 from .core.keys import ID_SIZE, seq_key, version_key
 from .core.merkle import mmr_node_count
+from .core.signals import max_in_degree, read_in_degree
 from .core.state import HeadState, Record, VersionState
-from .core.taxonomy import MAX_SHORT_TEXT, Memory, encode_body
+from .core.taxonomy import MAX_SHORT_TEXT, ORIGINS, Memory, encode_body
 from .core.uri import MemoryURI, check_name
 from .errors import (
     CorruptionError,
@@ -44,7 +65,7 @@ from .errors import (
 )
 from .store.env import DEFAULT_MAP_SIZE, TABLES, Environment, MapFull, ReadTxn, WriteTxn
 
-__all__ = ["Batch", "Cortex", "Stats", "open"]
+__all__ = ["Batch", "Cortex", "Edge", "Neighbor", "Stats", "Traversal", "open"]
 
 DEFAULT_NS = "default"
 _JOURNAL_CHUNK = 512
@@ -223,7 +244,148 @@ class Cortex:
         result: MemoryURI = self._run("tombstone", ref, reason=reason, at=at)
         return result
 
+    def add_edge(
+        self,
+        src: MemoryRef,
+        dst: MemoryRef,
+        relation: str,
+        *,
+        strength: float = 1.0,
+        status: str = "active",
+        origin: str = "system",
+        at: int | None = None,
+    ) -> Edge:
+        """Link two memories: ``src --relation--> dst``; returns the stored edge.
+
+        Adding an edge that exists changes its strength, status and origin (an identical
+        one journals nothing). Relations accept their aliases (``"related"``, ``"source"``,
+        ...). ``supersedes`` is only accepted from a human (``origin="human"``): an
+        agent's judgement that one memory replaces another must be confirmed by a person.
+
+        Raises:
+            ValidationError: an unknown relation or status, a strength outside 0..1, a
+                self-edge, or ``supersedes`` from an origin other than ``"human"``.
+            NotFoundError, TombstonedError: either end does not exist or is tombstoned.
+        """
+        result: Edge = self._run(
+            "add_edge",
+            src,
+            dst,
+            relation,
+            strength=strength,
+            status=status,
+            origin=origin,
+            at=at,
+        )
+        return result
+
+    def remove_edge(
+        self, src: MemoryRef, dst: MemoryRef, relation: str, *, at: int | None = None
+    ) -> None:
+        """Remove the edge ``src --relation--> dst``.
+
+        Raises:
+            NotFoundError: there is no such edge (or memory).
+        """
+        self._run("remove_edge", src, dst, relation, at=at)
+
     # -- reads ----------------------------------------------------------------------------
+
+    def edges(self, ref: MemoryRef, *, direction: str = "out") -> list[Edge]:
+        """The edges of a memory, ``"out"`` (it is the source), ``"in"`` or ``"both"``.
+
+        Ordered by direction (out first), then relation, then the other memory's id.
+        """
+        _, _, direction, _ = check_traversal(0, None, direction, 0.0)
+        uri = self._parse_ref(ref, allow_id=True)
+        with self._reading() as txn:
+            head = _read_head(txn, uri)
+            heads = _HeadCache(txn)
+            found = []
+            for way in ("out", "in"):
+                if direction in (way, "both"):
+                    found.extend(_edges_of(txn, self.actor, heads, uri.id, head.ns, way))
+            return found
+
+    def traverse(
+        self,
+        ref: MemoryRef,
+        *,
+        depth: int = 2,
+        relations: Sequence[str] | None = None,
+        direction: str = "out",
+        min_strength: float = 0.0,
+    ) -> Traversal:
+        """Breadth-first search from a memory along active edges, up to ``depth`` (<= 5).
+
+        Args:
+            ref: the start memory.
+            depth: how many edges to follow (0..5).
+            relations: only follow these relations (aliases accepted); ``None``: all.
+            direction: ``"out"`` (follow edges from source to target), ``"in"`` (against
+                them) or ``"both"``.
+            min_strength: only follow edges at least this strong (0..1).
+
+        Returns:
+            A :class:`Traversal`: ``levels[d]`` lists the memories first reached at depth
+            ``d + 1``, sorted by id; each memory appears once. Suggested edges are not
+            followed, nor are tombstoned memories (nor what lies beyond them).
+        """
+        depth, wanted, direction, threshold = check_traversal(
+            depth, relations, direction, min_strength
+        )
+        uri = self._parse_ref(ref, allow_id=True)
+        with self._reading() as txn:
+            start = _read_head(txn, uri)
+            heads = _HeadCache(txn)
+
+            def walk(prefix: bytes) -> Callable[[bytes], list[tuple[str, bytes, int]]]:
+                def neighbours(node: bytes) -> list[tuple[str, bytes, int]]:
+                    found = []
+                    for key, value in txn.iter_items("edges", prefix + node):
+                        edge = EdgeState.decode(value)
+                        relation = relation_name(key[17])
+                        if not edge.active or edge.strength < threshold:
+                            continue
+                        if wanted is None or relation in wanted:
+                            found.append((relation, bytes(key[18:]), edge.strength))
+                    return found
+
+                return neighbours
+
+            levels = bfs(
+                uri.id,
+                depth,
+                walk(b"o") if direction in ("out", "both") else None,
+                walk(b"i") if direction in ("in", "both") else None,
+                admit=lambda node: heads.get(node).status != "tombstoned",
+            )
+            actor = self.actor
+            return Traversal(
+                start=MemoryURI.trusted(actor, start.ns, uri.id, None),
+                levels=tuple(
+                    tuple(
+                        Neighbor(
+                            uri=MemoryURI.trusted(actor, heads.get(step.id).ns, step.id, None),
+                            depth=step.depth,
+                            via=MemoryURI.trusted(actor, heads.get(step.via).ns, step.via, None),
+                            relation=step.relation,
+                            direction=step.direction,
+                            strength=step.strength / PPM,
+                        )
+                        for step in level
+                    )
+                    for level in levels
+                ),
+            )
+
+    def centrality(self, ref: MemoryRef) -> float:
+        """In-degree centrality in 0..1: active in-edges over the highest in-degree."""
+        uri = self._parse_ref(ref, allow_id=True)
+        with self._reading() as txn:
+            _read_head(txn, uri)
+            highest = max_in_degree(txn)
+            return read_in_degree(txn, uri.id) / highest if highest else 0.0
 
     def _reading(self) -> _Reading:
         return _Reading(self)
@@ -610,7 +772,8 @@ class Batch:
         txn.append_entry(entry.seq, data)
         txn.apply_mutations(apply(self._cx._identity, entry, txn, trusted=True))
         txn.apply_mutations(mmr_mutations(self._cx.hash_name, txn.get, entry.seq - 1, data))
-        self._dirty[entry.memory_id] = None
+        if entry.op in HEAD_OPS:
+            self._dirty[entry.memory_id] = None
 
     def _append(self, entry: Entry) -> None:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""
@@ -740,7 +903,180 @@ class Batch:
         self._append(Entry(self._next_seq, at, "tombstone", head.ns, fields))
         return MemoryURI.trusted(self._cx.actor, head.ns, uri.id, head.head)
 
+    def _edge_ends(
+        self, src: MemoryRef, dst: MemoryRef, relation: str
+    ) -> tuple[HeadState, bytes, bytes, str]:
+        self._check_open()
+        rel = normalise_relation(relation)
+        src_uri = self._cx._parse_ref(src, allow_id=True)
+        dst_uri = self._cx._parse_ref(dst, allow_id=True)
+        if src_uri.id == dst_uri.id:
+            raise ValidationError("a memory cannot be linked to itself", field="dst")
+        src_head = _read_head(self._txn, src_uri)
+        dst_head = _read_head(self._txn, dst_uri)
+        for uri, head in ((src_uri, src_head), (dst_uri, dst_head)):
+            if head.status == "tombstoned":
+                raise TombstonedError(f"{_describe(uri)} is tombstoned and cannot be linked")
+        return src_head, src_uri.id, dst_uri.id, rel
+
+    def add_edge(
+        self,
+        src: MemoryRef,
+        dst: MemoryRef,
+        relation: str,
+        *,
+        strength: float = 1.0,
+        status: str = "active",
+        origin: str = "system",
+        at: int | None = None,
+    ) -> Edge:
+        """Link two memories (see :meth:`Cortex.add_edge`)."""
+        src_head, src_id, dst_id, rel = self._edge_ends(src, dst, relation)
+        ppm = strength_ppm(strength)
+        if status not in EDGE_STATUSES:
+            raise ValidationError(
+                f"must be one of {', '.join(EDGE_STATUSES)}, not {status!r}", field="status"
+            )
+        if origin not in ORIGINS:
+            raise ValidationError(
+                f"must be one of {', '.join(ORIGINS)}, not {origin!r}", field="origin"
+            )
+        if rel == "supersedes" and origin != "human":
+            raise ValidationError(
+                f"a supersedes edge needs origin 'human', not {origin!r}: replacing a memory"
+                " is a human decision (add it as 'relates_to' or status='suggested' instead)",
+                field="origin",
+            )
+        at = self._cx._at(at)
+        raw = self._txn.get("edges", edge_out_key(src_id, rel, dst_id))
+        state = None if raw is None else EdgeState.decode(raw)
+        if state is None or (state.status, state.strength, state.origin) != (status, ppm, origin):
+            state = EdgeState(status, ppm, origin, at, self._next_seq)
+            fields = {
+                "src": src_id,
+                "dst": dst_id,
+                "rel": rel,
+                "strength": ppm,
+                "status": status,
+                "origin": origin,
+            }
+            self._append(Entry(self._next_seq, at, "edge", src_head.ns, fields))
+        heads = _HeadCache(self._txn)
+        return _edge_record(self._cx.actor, heads, src_id, rel, dst_id, state)
+
+    def remove_edge(
+        self, src: MemoryRef, dst: MemoryRef, relation: str, *, at: int | None = None
+    ) -> None:
+        """Remove an edge (see :meth:`Cortex.remove_edge`)."""
+        src_head, src_id, dst_id, rel = self._edge_ends(src, dst, relation)
+        if self._txn.get("edges", edge_out_key(src_id, rel, dst_id)) is None:
+            raise NotFoundError(f"no {rel} edge from {src_id.hex()} to {dst_id.hex()}")
+        at = self._cx._at(at)
+        fields = {"src": src_id, "dst": dst_id, "rel": rel}
+        self._append(Entry(self._next_seq, at, "unedge", src_head.ns, fields))
+
     def resolve(self, ref: MemoryRef) -> Record:
         """Resolve a memory, seeing this batch's own writes."""
         self._check_open()
         return self._cx.resolve(ref)
+
+
+@attrs.frozen
+class Edge:
+    """An edge as stored: ``src --relation--> dst``.
+
+    Attributes:
+        src, dst: the two memories (head URIs).
+        relation: the canonical relation name.
+        strength: 0..1 (stored as integer parts per million).
+        status: ``"active"`` or ``"suggested"`` (suggested edges are not traversed).
+        origin: who asserted it: ``"human"``, ``"llm"`` or ``"system"``.
+        at: when it was last added or changed (ms); seq: the journal entry that did.
+    """
+
+    src: MemoryURI
+    dst: MemoryURI
+    relation: str
+    strength: float
+    status: str
+    origin: str
+    at: int
+    seq: int
+
+
+@attrs.frozen
+class Neighbor:
+    """A memory reached by :meth:`Cortex.traverse`, and the edge it was first reached by.
+
+    ``direction`` is ``"out"`` when the edge is ``via --relation--> uri`` and ``"in"``
+    when it is ``uri --relation--> via``.
+    """
+
+    uri: MemoryURI
+    depth: int
+    via: MemoryURI
+    relation: str
+    direction: str
+    strength: float
+
+
+@attrs.frozen
+class Traversal:
+    """What :meth:`Cortex.traverse` found: ``levels[d]`` holds the memories at depth d + 1."""
+
+    start: MemoryURI
+    levels: tuple[tuple[Neighbor, ...], ...]
+
+    def __iter__(self) -> Iterator[Neighbor]:
+        """Every memory found, nearest first."""
+        for level in self.levels:
+            yield from level
+
+    def __len__(self) -> int:
+        return sum(len(level) for level in self.levels)
+
+
+class _HeadCache:
+    """Heads read once per call (traversals revisit the same memories)."""
+
+    __slots__ = ("_heads", "_txn")
+
+    def __init__(self, txn: ReadTxn) -> None:
+        self._txn = txn
+        self._heads: dict[bytes, HeadState] = {}
+
+    def get(self, memory_id: bytes) -> HeadState:
+        head = self._heads.get(memory_id)
+        if head is None:
+            raw = self._txn.get("heads", memory_id)
+            if raw is None:
+                raise CorruptionError(f"an edge names memory {memory_id.hex()}, which has no head")
+            head = self._heads[memory_id] = HeadState.decode(raw)
+        return head
+
+
+def _edge_record(
+    actor: str, heads: _HeadCache, src: bytes, rel: str, dst: bytes, state: EdgeState
+) -> Edge:
+    return Edge(
+        src=MemoryURI.trusted(actor, heads.get(src).ns, src, None),
+        dst=MemoryURI.trusted(actor, heads.get(dst).ns, dst, None),
+        relation=rel,
+        strength=state.strength / PPM,
+        status=state.status,
+        origin=state.origin,
+        at=state.at,
+        seq=state.seq,
+    )
+
+
+def _edges_of(
+    txn: ReadTxn, actor: str, heads: _HeadCache, memory_id: bytes, ns: str, way: str
+) -> list[Edge]:
+    found = []
+    for key, value in txn.iter_items("edges", (b"o" if way == "out" else b"i") + memory_id):
+        rel = relation_name(key[17])
+        other = bytes(key[18:])
+        src, dst = (memory_id, other) if way == "out" else (other, memory_id)
+        found.append(_edge_record(actor, heads, src, rel, dst, EdgeState.decode(value)))
+    return found

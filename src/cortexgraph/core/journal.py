@@ -10,6 +10,13 @@ Entry layout (canonical CBOR map, text keys only)::
     update       id, version (the new version, = latest + 1), body
     head         id, version (an existing version)
     tombstone    id, reason? (omitted when empty)
+    edge         src, dst (ids), rel (canonical relation), strength (ppm), status, origin
+    unedge       src, dst, rel
+    access       ids (sorted, distinct ids, all in the entry's namespace)
+
+``ns`` is the namespace of the memory an entry changes (for edges, the source's; the
+target may live in another namespace of the same actor). An ``access`` entry records a
+late-binding read: one per namespace that the read returned memories from.
 
 Invariants:
 
@@ -28,14 +35,16 @@ u64be(seq) | canonical body)[:16]``, with the environment's hash; the length pre
 
 from __future__ import annotations
 
+import itertools
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import attrs
 
 from ..errors import CorruptionError, ValidationError
 from .codec import decode_unchecked, encode_head, encode_trusted
+from .graph import EDGE_STATUSES, PPM, RELATIONS, EdgeState, edge_in_key, edge_out_key
 from .hashing import hash_function
 from .keys import (
     ID_SIZE,
@@ -46,12 +55,28 @@ from .keys import (
     ns_prefix,
     version_key,
 )
+from .signals import (
+    AttrsRow,
+    access_mutations,
+    attrs_key,
+    degree_mutations,
+    weights_mutation,
+)
 from .state import HeadState, VersionState
-from .taxonomy import Memory, check_body, encode_body, memory_from_body, type_by_name
+from .taxonomy import (
+    ORIGINS,
+    LearnWeights,
+    Memory,
+    check_body,
+    encode_body,
+    memory_from_body,
+    type_by_name,
+)
 from .uri import check_name
 
 __all__ = [
     "ENTRY_VERSION",
+    "HEAD_OPS",
     "OPS",
     "Entry",
     "Identity",
@@ -64,7 +89,10 @@ __all__ = [
 ]
 
 ENTRY_VERSION = 1
-OPS = ("write", "update", "head", "tombstone")
+OPS = ("write", "update", "head", "tombstone", "edge", "unedge", "access")
+#: ops that change a memory's head (and so its SMT leaf)
+HEAD_OPS = frozenset({"write", "update", "head", "tombstone"})
+MAX_ACCESS_IDS = 10_000
 
 _U16 = struct.Struct(">H")
 _U64 = struct.Struct(">Q")
@@ -79,6 +107,9 @@ _OP_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "update": (frozenset({"id", "version", "body"}), frozenset()),
     "head": (frozenset({"id", "version"}), frozenset()),
     "tombstone": (frozenset({"id"}), frozenset({"reason"})),
+    "edge": (frozenset({"src", "dst", "rel", "strength", "status", "origin"}), frozenset()),
+    "unedge": (frozenset({"src", "dst", "rel"}), frozenset()),
+    "access": (frozenset({"ids"}), frozenset()),
 }
 _COMMON = frozenset({"v", "seq", "at", "op", "ns"})
 
@@ -110,8 +141,8 @@ class Entry:
 
     @property
     def memory_id(self) -> bytes:
-        """The id of the memory the entry is about."""
-        value: bytes = self.fields["id"]
+        """The id of the memory the entry is about (the source, for edge ops)."""
+        value: bytes = self.fields["id"] if "id" in self.fields else self.fields["src"]
         return value
 
 
@@ -191,6 +222,33 @@ def encode_entry(entry: Entry) -> bytes:
     return b"".join(parts)
 
 
+def _is_id(value: Any) -> bool:
+    return type(value) is bytes and len(value) == ID_SIZE
+
+
+def _is_ids(value: Any) -> bool:
+    return (
+        type(value) is list
+        and 0 < len(value) <= MAX_ACCESS_IDS
+        and all(_is_id(v) for v in value)
+        and all(a < b for a, b in itertools.pairwise(value))
+    )
+
+
+_FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "id": _is_id,
+    "src": _is_id,
+    "dst": _is_id,
+    "ids": _is_ids,
+    "version": lambda v: type(v) is int and v >= 1,
+    "reason": lambda v: type(v) is str and bool(v),
+    "rel": lambda v: type(v) is str and v in RELATIONS,
+    "strength": lambda v: type(v) is int and 0 <= v <= PPM,
+    "status": lambda v: type(v) is str and v in EDGE_STATUSES,
+    "origin": lambda v: type(v) is str and v in ORIGINS,
+}
+
+
 def decode_entry(data: bytes) -> Entry:
     """Decode and check one journal entry.
 
@@ -223,13 +281,10 @@ def decode_entry(data: bytes) -> Entry:
     except Exception:
         raise CorruptionError(f"journal entry {seq} has a bad namespace") from None
     fields = {k: m[k] for k in keys}
-    memory_id_value = fields.get("id")
-    if type(memory_id_value) is not bytes or len(memory_id_value) != ID_SIZE:
-        raise CorruptionError(f"journal entry {seq} has a bad memory id")
-    if "version" in fields and (type(fields["version"]) is not int or fields["version"] < 1):
-        raise CorruptionError(f"journal entry {seq} has a bad version")
-    if "reason" in fields and (type(fields["reason"]) is not str or not fields["reason"]):
-        raise CorruptionError(f"journal entry {seq} has a bad reason")
+    for name, value in fields.items():
+        check = _FIELD_CHECKS.get(name)
+        if check is not None and not check(value):
+            raise CorruptionError(f"journal entry {seq} has a bad {name}")
     memory: Memory | None = None
     body_bytes: bytes | None = None
     if "body" in fields:
@@ -319,10 +374,14 @@ def apply(
         CorruptionError: the entry cannot follow the state (an unknown memory, a wrong id,
             an update of a tombstone, a version out of sequence).
     """
+    op = entry.op
+    if op == "edge" or op == "unedge":
+        return _apply_edge(entry, view)
+    if op == "access":
+        return _apply_access(entry, view)
     out: list[Mutation] = []
     mid = entry.memory_id
     ns = entry.ns
-    op = entry.op
     if op == "write":
         memory, body_bytes = _entry_body(entry)
         if not trusted and memory_id(identity, ns, entry.seq, body_bytes) != mid:
@@ -339,6 +398,10 @@ def apply(
             )
         )
         out.extend(("idx", key, b"") for key in _index_keys(ns, memory, mid, entry.at))
+        row = AttrsRow.of(memory, ns=ns, status="active", at=entry.at, created_at=entry.at)
+        out.append(("salience", attrs_key(mid), row.encode()))
+        if isinstance(memory, LearnWeights):
+            out.append(weights_mutation(memory.weights))
         return out
 
     head = _load_head(view, entry)
@@ -355,23 +418,93 @@ def apply(
         _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, latest=version, updated_at=entry.at)
         out.append(("heads", mid, head.encode()))
+        row = AttrsRow.of(memory, ns=ns, status=head.status, at=new.at, created_at=head.created_at)
+        out.append(("salience", attrs_key(mid), row.encode()))
     elif op == "head":
         version = entry.fields["version"]
         if not 1 <= version <= head.latest or version == head.head:
             raise CorruptionError(f"journal entry {entry.seq} moves the head to a bad version")
         old = _load_version(view, mid, head.head, entry.seq)
         new = _load_version(view, mid, version, entry.seq)
-        _reindex(ns, mid, old, new, new.memory(), out)
+        memory = new.memory()
+        _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, updated_at=entry.at)
         out.append(("heads", mid, head.encode()))
+        row = AttrsRow.of(memory, ns=ns, status=head.status, at=new.at, created_at=head.created_at)
+        out.append(("salience", attrs_key(mid), row.encode()))
     elif op == "tombstone":
         out.append(("idx", idx_status_key(ns, "tombstoned", mid), b""))
         reason = entry.fields.get("reason", "")
         head = attrs.evolve(head, status="tombstoned", updated_at=entry.at, reason=reason)
         out.append(("heads", mid, head.encode()))
+        row = attrs.evolve(_load_attrs(view, mid, entry.seq), status="tombstoned")
+        out.append(("salience", attrs_key(mid), row.encode()))
     else:  # pragma: no cover - decode_entry admits only known ops
         raise CorruptionError(f"journal entry {entry.seq} has unknown op {op!r}")
     return out
+
+
+def _load_attrs(view: StateView, memory_id: bytes, seq: int) -> AttrsRow:
+    raw = view.get("salience", attrs_key(memory_id))
+    if raw is None:
+        raise CorruptionError(f"journal entry {seq} names a memory without an attributes row")
+    return AttrsRow.decode(raw)
+
+
+def _live_head(view: StateView, memory_id: bytes, entry: Entry, ns: str | None) -> HeadState:
+    raw = view.get("heads", memory_id)
+    if raw is None:
+        raise CorruptionError(f"journal entry {entry.seq} ({entry.op}) names an unknown memory")
+    head = HeadState.decode(raw)
+    if ns is not None and head.ns != ns:
+        raise CorruptionError(f"journal entry {entry.seq} names a memory in the wrong namespace")
+    if head.status == "tombstoned":
+        raise CorruptionError(f"journal entry {entry.seq} links a tombstoned memory")
+    return head
+
+
+def _apply_edge(entry: Entry, view: StateView) -> list[Mutation]:
+    """Add, change (``edge``) or remove (``unedge``) one edge, with in-degree upkeep (G1-G3)."""
+    fields = entry.fields
+    src, dst, rel = fields["src"], fields["dst"], fields["rel"]
+    if src == dst:
+        raise CorruptionError(f"journal entry {entry.seq} links a memory to itself")
+    _live_head(view, src, entry, entry.ns)
+    _live_head(view, dst, entry, None)
+    out_key, in_key = edge_out_key(src, rel, dst), edge_in_key(src, rel, dst)
+    raw = view.get("edges", out_key)
+    old = None if raw is None else EdgeState.decode(raw)
+    was_active = old is not None and old.active
+    out: list[Mutation] = []
+    if entry.op == "unedge":
+        if old is None:
+            raise CorruptionError(f"journal entry {entry.seq} removes an edge that does not exist")
+        out.append(("edges", out_key, None))
+        out.append(("edges", in_key, None))
+        is_active = False
+    else:
+        if rel == "supersedes" and fields["origin"] != "human":
+            raise CorruptionError(f"journal entry {entry.seq}: G1 supersedes needs origin human")
+        state = EdgeState(
+            fields["status"], fields["strength"], fields["origin"], entry.at, entry.seq
+        )
+        value = state.encode()
+        out.append(("edges", out_key, value))
+        out.append(("edges", in_key, value))
+        is_active = state.active
+    if is_active != was_active:
+        out.extend(degree_mutations(view, dst, 1 if is_active else -1))
+    return out
+
+
+def _apply_access(entry: Entry, view: StateView) -> list[Mutation]:
+    """Count a late-binding read of each memory the entry names."""
+    ids = entry.fields["ids"]
+    for mid in ids:
+        raw = view.get("heads", mid)
+        if raw is None or HeadState.decode(raw).ns != entry.ns:
+            raise CorruptionError(f"journal entry {entry.seq} accesses an unknown memory")
+    return access_mutations(view, ids, entry.at)
 
 
 def type_of(head: HeadState) -> type[Memory]:

@@ -124,6 +124,17 @@ class ReadTxn:
                 yield key
 
 
+    def iter_items(self, table: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs of ``table`` whose key starts with ``prefix``, in order."""
+        with self._txn.cursor(db=self._dbs[table]) as cur:
+            if not cur.set_range(prefix):
+                return
+            for key, value in cur:
+                if not key.startswith(prefix):
+                    return
+                yield key, value
+
+
 class WriteTxn(ReadTxn):
     """An LMDB write transaction that counts what it does, for J1 and J2."""
 

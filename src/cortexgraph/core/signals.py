@@ -1,0 +1,296 @@
+"""The ``salience`` table: what ranking reads about each memory, kept up to date by ``apply``.
+
+Layout (``id`` is the 16-byte memory id; integers big-endian)::
+
+    b"m" | id        -> attributes row (below): what queries filter and rank on
+    b"a" | id        -> u32 access count | u64 last access at (ms)      (absent: never)
+    b"d" | id        -> u32 in-degree: active in-edges                   (absent: 0)
+    b"D" | u32 deg   -> u64 how many memories have that in-degree (deg >= 1)
+    b"X"             -> u32 the highest access count of any memory      (absent: 0)
+    b"Y"             -> u32 the highest in-degree of any memory         (absent: 0)
+    b"W"             -> 5 x u32 the learned salience weights, ppm        (absent: defaults)
+
+    attributes row:
+    +----+------+--------+-------+----------+------------+--------+------------+
+    | 01 | type | status | flags | priority | confidence | at     | created_at |
+    |    | u8   | u8     | u8    | u8       | f64        | u64 ms | u64 ms     |
+    +----+------+--------+-------+----------+------------+--------+------------+
+    +--------+----+------------+-----------------------------+
+    | ns len | ns | tag count  | per tag: u16 len, UTF-8 tag |
+    | u8     |    | u8         |                             |
+    +--------+----+------------+-----------------------------+
+
+``flags`` bit 0 is ``pinned``; ``at`` is when the head version was written; tags are in
+the memory's (sorted) order. The row duplicates what ``heads`` and the head version hold,
+so that the in-memory query index (``store.columns``) loads from one scan of small rows
+instead of decoding every body.
+
+Invariants:
+
+- S7 every memory has exactly one attributes row, equal to what its head state and head
+  version say (type, status, pinned, priority, confidence, at, created_at, ns, tags).
+- S8 ``X`` is the maximum access count, ``Y`` the maximum in-degree, and ``D`` counts
+  in-degrees exactly (``Y`` is the largest ``deg`` with a ``D`` row).
+- S9 ``W`` holds the weights of the last ``LearnWeights`` memory written (five integers
+  >= 0 summing to 1,000,000).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable
+from typing import Protocol
+
+import attrs
+
+from ..errors import CorruptionError
+from .taxonomy import MEMORY_TYPES, WEIGHT_COUNT, WEIGHT_TOTAL, Memory
+
+__all__ = [
+    "DEFAULT_WEIGHTS",
+    "MEMORY_STATUSES",
+    "AttrsRow",
+    "access_key",
+    "access_mutations",
+    "attrs_key",
+    "degree_key",
+    "degree_mutations",
+    "max_access",
+    "max_in_degree",
+    "read_access",
+    "read_in_degree",
+    "read_weights",
+    "weights_mutation",
+]
+
+#: Every status a memory can have; ``heads`` uses the first two, the lifecycle the rest.
+MEMORY_STATUSES = ("active", "tombstoned", "archived", "pruned", "merged")
+DEFAULT_WEIGHTS = (450000, 200000, 150000, 100000, 100000)
+
+_STATUS_CODE = {name: code for code, name in enumerate(MEMORY_STATUSES, start=1)}
+_TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
+_TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}
+
+_ROW = struct.Struct(">BBBBBdQQB")
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_ACCESS = struct.Struct(">IQ")
+_WEIGHTS = struct.Struct(">" + "I" * WEIGHT_COUNT)
+_LAYOUT = 1
+
+ATTRS = b"m"
+ACCESS = b"a"
+DEGREE = b"d"
+HISTOGRAM = b"D"
+MAX_ACCESS = b"X"
+MAX_DEGREE = b"Y"
+WEIGHTS = b"W"
+
+Mutation = tuple[str, bytes, bytes | None]
+
+
+class _View(Protocol):
+    def get(self, table: str, key: bytes) -> bytes | None: ...
+
+
+def attrs_key(memory_id: bytes) -> bytes:
+    return ATTRS + memory_id
+
+
+def access_key(memory_id: bytes) -> bytes:
+    return ACCESS + memory_id
+
+
+def degree_key(memory_id: bytes) -> bytes:
+    return DEGREE + memory_id
+
+
+@attrs.frozen
+class AttrsRow:
+    """One memory's attributes row (see the module layout)."""
+
+    type_name: str
+    status: str
+    pinned: bool
+    priority: int
+    confidence: float
+    at: int
+    created_at: int
+    ns: str
+    tags: tuple[str, ...]
+
+    @classmethod
+    def of(cls, memory: Memory, *, ns: str, status: str, at: int, created_at: int) -> AttrsRow:
+        return cls(
+            memory.type_name,
+            status,
+            memory.pinned,
+            memory.priority,
+            memory.confidence,
+            at,
+            created_at,
+            ns,
+            memory.tags,
+        )
+
+    def encode(self) -> bytes:
+        ns = self.ns.encode("utf-8")
+        parts = [
+            _ROW.pack(
+                _LAYOUT,
+                _TYPE_CODE[self.type_name],
+                _STATUS_CODE[self.status],
+                1 if self.pinned else 0,
+                self.priority,
+                self.confidence,
+                self.at,
+                self.created_at,
+                len(ns),
+            ),
+            ns,
+            bytes((len(self.tags),)),
+        ]
+        for tag in self.tags:
+            raw = tag.encode("utf-8")
+            parts.append(_U16.pack(len(raw)))
+            parts.append(raw)
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, data: bytes) -> AttrsRow:
+        try:
+            layout, type_code, status, flags, priority, confidence, at, created, ns_len = (
+                _ROW.unpack_from(data)
+            )
+            if layout != _LAYOUT or flags > 1 or not 1 <= priority <= 10:
+                raise ValueError("bad layout, flags or priority")
+            if not 0.0 <= confidence <= 1.0:
+                raise ValueError("confidence out of range")
+            pos = _ROW.size + ns_len
+            ns = data[_ROW.size : pos].decode("utf-8")
+            count = data[pos]
+            pos += 1
+            tags = []
+            for _ in range(count):
+                (length,) = _U16.unpack_from(data, pos)
+                pos += 2
+                tags.append(data[pos : pos + length].decode("utf-8"))
+                pos += length
+            if pos != len(data) or len(ns) != ns_len:
+                raise ValueError("bad length")
+            return cls(
+                _TYPE_NAME[type_code],
+                MEMORY_STATUSES[status - 1],
+                bool(flags),
+                priority,
+                confidence,
+                at,
+                created,
+                ns,
+                tuple(tags),
+            )
+        except (struct.error, ValueError, KeyError, IndexError) as exc:
+            raise CorruptionError(f"an attributes row is malformed ({exc})") from None
+
+
+def _u32(view: _View, key: bytes) -> int:
+    raw = view.get("salience", key)
+    if raw is None:
+        return 0
+    if len(raw) != 4:
+        raise CorruptionError(f"salience row {key[:1]!r} is malformed")
+    return int(_U32.unpack(raw)[0])
+
+
+def read_in_degree(view: _View, memory_id: bytes) -> int:
+    """How many active edges point at the memory."""
+    return _u32(view, degree_key(memory_id))
+
+
+def max_in_degree(view: _View) -> int:
+    """The highest in-degree of any memory (0 without edges)."""
+    return _u32(view, MAX_DEGREE)
+
+
+def max_access(view: _View) -> int:
+    """The highest access count of any memory (0 before the first access)."""
+    return _u32(view, MAX_ACCESS)
+
+
+def read_access(view: _View, memory_id: bytes) -> tuple[int, int]:
+    """``(access count, last access at)``; ``(0, 0)`` for a memory never accessed."""
+    raw = view.get("salience", access_key(memory_id))
+    if raw is None:
+        return 0, 0
+    if len(raw) != _ACCESS.size:
+        raise CorruptionError("an access row is malformed")
+    count, last = _ACCESS.unpack(raw)
+    return int(count), int(last)
+
+
+def read_weights(view: _View) -> tuple[int, ...]:
+    """The current salience weights in ppm (the defaults until an attest learns)."""
+    raw = view.get("salience", WEIGHTS)
+    if raw is None:
+        return DEFAULT_WEIGHTS
+    if len(raw) != _WEIGHTS.size:
+        raise CorruptionError("the weights row is malformed")
+    weights = tuple(int(w) for w in _WEIGHTS.unpack(raw))
+    if sum(weights) != WEIGHT_TOTAL:
+        raise CorruptionError("the stored weights do not sum to 1,000,000")
+    return weights
+
+
+def weights_mutation(weights: tuple[int, ...]) -> Mutation:
+    return ("salience", WEIGHTS, _WEIGHTS.pack(*weights))
+
+
+def _histogram_key(degree: int) -> bytes:
+    return HISTOGRAM + _U32.pack(degree)
+
+
+def degree_mutations(view: _View, memory_id: bytes, delta: int) -> list[Mutation]:
+    """Change a memory's in-degree by ``delta`` (+1 or -1), with histogram and maximum."""
+    old = read_in_degree(view, memory_id)
+    new = old + delta
+    if new < 0:
+        raise CorruptionError("an in-degree would drop below zero")
+    out: list[Mutation] = [("salience", degree_key(memory_id), _U32.pack(new) if new else None)]
+    highest = max_in_degree(view)
+    if old:
+        count = _u64(view, _histogram_key(old)) - 1
+        if count < 0:
+            raise CorruptionError(f"the in-degree histogram has no memory of degree {old}")
+        out.append(("salience", _histogram_key(old), _U64.pack(count) if count else None))
+        if not count and old == highest and new < old:
+            highest = new  # the memory that moved down is now the highest
+    if new:
+        count = _u64(view, _histogram_key(new)) + 1
+        out.append(("salience", _histogram_key(new), _U64.pack(count)))
+        highest = max(highest, new)
+    out.append(("salience", MAX_DEGREE, _U32.pack(highest) if highest else None))
+    return out
+
+
+def _u64(view: _View, key: bytes) -> int:
+    raw = view.get("salience", key)
+    if raw is None:
+        return 0
+    if len(raw) != 8:
+        raise CorruptionError("an in-degree histogram row is malformed")
+    return int(_U64.unpack(raw)[0])
+
+
+def access_mutations(view: _View, memory_ids: Iterable[bytes], at: int) -> list[Mutation]:
+    """Count one access of each memory at ``at`` (ids distinct), and the new maximum."""
+    out: list[Mutation] = []
+    highest = old_highest = max_access(view)
+    for memory_id in memory_ids:
+        count, last = read_access(view, memory_id)
+        count += 1
+        out.append(("salience", access_key(memory_id), _ACCESS.pack(count, max(last, at))))
+        highest = max(highest, count)
+    if highest != old_highest:
+        out.append(("salience", MAX_ACCESS, _U32.pack(highest)))
+    return out
