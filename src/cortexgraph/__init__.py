@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
 from .core.commitments import MemoryProof, SnapshotManifest
+from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+from .core.graph import RELATIONS
 from .core.journal import Entry
+from .core.query import Q
+from .core.salience import DEFAULT_WEIGHTS, FACTOR_NAMES
 from .core.state import Record
 from .core.taxonomy import (
     ArtifactRef,
@@ -28,7 +32,7 @@ from .core.taxonomy import (
     Source,
 )
 from .core.uri import MemoryURI
-from .cortex import Batch, Cortex, Stats, open
+from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
 from .errors import (
     AlreadyOpenError,
     BatchNoJournalError,
@@ -44,6 +48,7 @@ from .errors import (
     VerificationError,
     VersionConflictError,
 )
+from .find import FindResult, Hit
 from .replay import ActorReport, VerifyReport, verify
 
 __version__ = "0.1.0"
@@ -53,6 +58,7 @@ __all__ = [
     "AlreadyOpenError",
     "ArtifactRef",
     "Attest",
+    "Attestation",
     "Batch",
     "BatchNoJournalError",
     "Clock",
@@ -60,26 +66,37 @@ __all__ = [
     "CorruptionError",
     "Cortex",
     "CortexError",
+    "DEFAULT_WEIGHTS",
+    "Edge",
     "Entry",
     "Event",
+    "FACTOR_NAMES",
+    "FORMS",
     "Fact",
+    "FindResult",
     "Goal",
+    "Hit",
     "LearnWeights",
     "ManualClock",
     "Memory",
     "MemoryProof",
     "MemoryURI",
+    "Neighbor",
     "NotFoundError",
     "Pattern",
     "Preference",
+    "Q",
+    "RELATIONS",
     "ReadOnlyError",
     "Record",
     "SnapshotManifest",
     "Source",
     "Stats",
     "SystemClock",
+    "TokenEstimator",
     "TombstonedError",
     "TooBroadQueryError",
+    "Traversal",
     "URIError",
     "UnboundedQueryError",
     "ValidationError",
@@ -87,6 +104,8 @@ __all__ = [
     "VerifyReport",
     "VersionConflictError",
     "__version__",
+    "estimate_tokens",
     "open",
+    "render",
     "verify",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,6 +27,7 @@ from .core.commitments import (
     roots,
     smt_mutations,
 )
+from .core.forms import TokenEstimator
 from .core.graph import (
     EDGE_STATUSES,
     PPM,
@@ -40,6 +41,7 @@ from .core.graph import (
 )
 from .core.journal import (
     HEAD_OPS,
+    MAX_ACCESS_IDS,
     Entry,
     Identity,
     apply,
@@ -50,9 +52,19 @@ from .core.journal import (
 )
 from .core.keys import ID_SIZE, seq_key, version_key
 from .core.merkle import mmr_node_count
-from .core.signals import max_in_degree, read_in_degree
+from .core.query import Predicate
+from .core.salience import learn_weights
+from .core.signals import max_in_degree, memory_factors, read_in_degree, read_weights
 from .core.state import HeadState, Record, VersionState
-from .core.taxonomy import MAX_SHORT_TEXT, ORIGINS, Memory, encode_body
+from .core.taxonomy import (
+    MAX_SHORT_TEXT,
+    ORIGINS,
+    OUTCOMES,
+    Attest,
+    LearnWeights,
+    Memory,
+    encode_body,
+)
 from .core.uri import MemoryURI, check_name
 from .errors import (
     CorruptionError,
@@ -63,9 +75,11 @@ from .errors import (
     ValidationError,
     VersionConflictError,
 )
+from .find import FindResult, run_find
+from .store.columns import ColumnIndex
 from .store.env import DEFAULT_MAP_SIZE, TABLES, Environment, MapFull, ReadTxn, WriteTxn
 
-__all__ = ["Batch", "Cortex", "Edge", "Neighbor", "Stats", "Traversal", "open"]
+__all__ = ["Attestation", "Batch", "Cortex", "Edge", "Neighbor", "Stats", "Traversal", "open"]
 
 DEFAULT_NS = "default"
 _JOURNAL_CHUNK = 512
@@ -141,6 +155,7 @@ class Cortex:
         self._identity = Identity(actor, self.hash_name)
         self._local = threading.local()
         self._check_invariants = os.environ.get("CORTEXGRAPH_INVARIANTS") == "1"
+        self._columns: ColumnIndex | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -289,7 +304,94 @@ class Cortex:
         """
         self._run("remove_edge", src, dst, relation, at=at)
 
+    def attest(
+        self,
+        cited: Iterable[MemoryRef],
+        *,
+        outcome: str,
+        text: str = "",
+        ns: str = DEFAULT_NS,
+        at: int | None = None,
+    ) -> Attestation:
+        """Record an outcome and learn from it: journals an ``Attest`` and a ``LearnWeights``.
+
+        The salience weights move toward the mean factor profile of the cited memories on
+        ``"success"`` and away from it on ``"failure"`` (an integer EMA with alpha 0.2,
+        each weight kept >= 20,000 ppm, the sum exactly 1,000,000; see
+        ``docs/ranking.md``). Both memories are written in one batch, in namespace ``ns``;
+        the Attest cites each memory by its URI pinned to the version current at ``at``.
+
+        Raises:
+            ValidationError: no cited memory, an unknown outcome, or a bad text.
+            NotFoundError: a cited memory does not exist.
+        """
+        result: Attestation = self._run(
+            "attest", cited, outcome=outcome, text=text, ns=ns, at=at
+        )
+        return result
+
+    def weights(self) -> tuple[int, ...]:
+        """The current salience weights in ppm, in ``FACTOR_NAMES`` order (sum 1,000,000)."""
+        with self._reading() as txn:
+            return read_weights(txn)
+
     # -- reads ----------------------------------------------------------------------------
+
+    def find(
+        self,
+        where: Predicate,
+        *,
+        limit: int | None = None,
+        budget_tokens: int | None = None,
+        order_by: str = "salience",
+        form: str = "short",
+        late_binding: bool = False,
+        now: int | None = None,
+        estimator: TokenEstimator | None = None,
+    ) -> FindResult:
+        """The memories matching ``where``, best first, bounded by ``limit`` and/or tokens.
+
+        Args:
+            where: a predicate built with :class:`Q`, e.g.
+                ``Q.type(Fact) & Q.tag("deploy")``. Every alternative (``|``) must name a
+                type or a tag (``TooBroadQueryError`` otherwise). Without a ``Q.status``
+                only active memories match.
+            limit: the most hits to return.
+            budget_tokens: the most tokens the rendered hits may take together; the
+                walk stops at the first hit that would not fit. ``limit`` or
+                ``budget_tokens`` is required (``UnboundedQueryError``).
+            order_by: ``"salience"`` (default), ``"recent"``, ``"priority"`` or
+                ``"confidence"``, all descending; ties by memory id.
+            form: how each hit is rendered: ``"short"``, ``"medium"`` or ``"full"``.
+            late_binding: journal an ``access`` of the returned memories (it feeds the
+                frequency factor). The default read journals nothing.
+            now: the instant salience is computed at (ms; default: the clock).
+            estimator: the token estimator (default ``estimate_tokens``).
+
+        Returns:
+            A :class:`FindResult`: the hits, their total tokens, how many memories
+            matched, and the plan.
+        """
+        return run_find(
+            self,
+            where,
+            limit=limit,
+            budget_tokens=budget_tokens,
+            order_by=order_by,
+            form=form,
+            late_binding=late_binding,
+            now=now,
+            estimator=estimator,
+        )
+
+    def _column_index(self) -> ColumnIndex:
+        index = self._columns
+        if index is None:
+            index = self._columns = ColumnIndex()
+        return index
+
+    def _record_access(self, uris: list[MemoryURI], *, at: int) -> None:
+        self._run("record_access", uris, at=at)
 
     def edges(self, ref: MemoryRef, *, direction: str = "out") -> list[Edge]:
         """The edges of a memory, ``"out"`` (it is the source), ``"in"`` or ``"both"``.
@@ -975,10 +1077,77 @@ class Batch:
         fields = {"src": src_id, "dst": dst_id, "rel": rel}
         self._append(Entry(self._next_seq, at, "unedge", src_head.ns, fields))
 
+    def attest(
+        self,
+        cited: Iterable[MemoryRef],
+        *,
+        outcome: str,
+        text: str = "",
+        ns: str = DEFAULT_NS,
+        at: int | None = None,
+    ) -> Attestation:
+        """Record an outcome and learn from it (see :meth:`Cortex.attest`)."""
+        self._check_open()
+        if isinstance(cited, (str, bytes, MemoryURI)) or not isinstance(cited, Iterable):
+            raise ValidationError("must be a list of memory URIs", field="cited")
+        refs = list(cited)
+        if not refs:
+            raise ValidationError("must cite at least one memory", field="cited")
+        if outcome not in OUTCOMES:
+            raise ValidationError(
+                f"must be one of {', '.join(OUTCOMES)}, not {outcome!r}", field="outcome"
+            )
+        check_name(ns, "ns")
+        at = self._cx._at(at)
+        txn = self._txn
+        pinned: dict[bytes, MemoryURI] = {}
+        for ref in refs:
+            uri = self._cx._parse_ref(ref, allow_id=True)
+            head = _read_head(txn, uri)
+            if uri.id not in pinned:
+                version = head.head if uri.version is None else uri.version
+                pinned[uri.id] = MemoryURI.trusted(self._cx.actor, head.ns, uri.id, version)
+        profiles = [memory_factors(txn, memory_id, at) for memory_id in pinned]
+        before = read_weights(txn)
+        after = learn_weights(before, profiles, outcome)
+        attest = Attest(text=text, cited=[str(u) for u in pinned.values()], outcome=outcome)
+        attest_uri = self.write(attest, ns=ns, at=at)
+        learn = LearnWeights(weights=after, attest=str(attest_uri))
+        learn_uri = self.write(learn, ns=ns, at=at)
+        return Attestation(attest_uri, learn_uri, before, after)
+
+    def record_access(self, uris: list[MemoryURI], *, at: int) -> None:
+        """Journal one late-binding read of each memory (one ``access`` entry per ns)."""
+        self._check_open()
+        by_ns: dict[str, set[bytes]] = {}
+        for uri in uris:
+            by_ns.setdefault(uri.ns, set()).add(uri.id)
+        for ns in sorted(by_ns):
+            ids = sorted(by_ns[ns])
+            for start in range(0, len(ids), MAX_ACCESS_IDS):
+                fields = {"ids": ids[start : start + MAX_ACCESS_IDS]}
+                self._append(Entry(self._next_seq, at, "access", ns, fields))
+
     def resolve(self, ref: MemoryRef) -> Record:
         """Resolve a memory, seeing this batch's own writes."""
         self._check_open()
         return self._cx.resolve(ref)
+
+
+@attrs.frozen
+class Attestation:
+    """What :meth:`Cortex.attest` journaled.
+
+    Attributes:
+        attest: the ``Attest`` memory (the outcome and the pinned URIs it cited).
+        learn: the ``LearnWeights`` memory holding the new weights.
+        before, after: the salience weights (ppm) before and after learning.
+    """
+
+    attest: MemoryURI
+    learn: MemoryURI
+    before: tuple[int, ...]
+    after: tuple[int, ...]
 
 
 @attrs.frozen

@@ -44,6 +44,7 @@ from typing import Protocol
 import attrs
 
 from ..errors import CorruptionError
+from .salience import DEFAULT_WEIGHTS, salience_factors
 from .taxonomy import MEMORY_TYPES, WEIGHT_COUNT, WEIGHT_TOTAL, Memory
 
 __all__ = [
@@ -57,6 +58,7 @@ __all__ = [
     "degree_mutations",
     "max_access",
     "max_in_degree",
+    "memory_factors",
     "read_access",
     "read_in_degree",
     "read_weights",
@@ -65,7 +67,6 @@ __all__ = [
 
 #: Every status a memory can have; ``heads`` uses the first two, the lifecycle the rest.
 MEMORY_STATUSES = ("active", "tombstoned", "archived", "pruned", "merged")
-DEFAULT_WEIGHTS = (450000, 200000, 150000, 100000, 100000)
 
 _STATUS_CODE = {name: code for code, name in enumerate(MEMORY_STATUSES, start=1)}
 _TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
@@ -240,6 +241,29 @@ def read_weights(view: _View) -> tuple[int, ...]:
     if sum(weights) != WEIGHT_TOTAL:
         raise CorruptionError("the stored weights do not sum to 1,000,000")
     return weights
+
+
+def memory_factors(view: _View, memory_id: bytes, now: int) -> tuple[int, ...]:
+    """The five salience factors of one memory at ``now``, in ppm (``core.salience``).
+
+    The maxima that normalise centrality and frequency are store-wide (``X``, ``Y``);
+    the age is ``now`` minus the time its head version was written.
+    """
+    raw = view.get("salience", attrs_key(memory_id))
+    if raw is None:
+        raise CorruptionError(f"memory {memory_id.hex()} has no attributes row")
+    row = AttrsRow.decode(raw)
+    return salience_factors(
+        type_name=row.type_name,
+        confidence=row.confidence,
+        priority=row.priority,
+        pinned=row.pinned,
+        in_degree=read_in_degree(view, memory_id),
+        max_in_degree=max_in_degree(view),
+        access_count=read_access(view, memory_id)[0],
+        max_access=max_access(view),
+        age_ms=now - row.at,
+    )
 
 
 def weights_mutation(weights: tuple[int, ...]) -> Mutation:

@@ -1,0 +1,147 @@
+"""``Cortex.find``: bounded typed queries over the column index, rendered in forms.
+
+The steps: check the bounds and the order (``core.query`` guards), plan the predicate
+against the posting-list sizes of the column index (``store.columns``), select the
+matching rows, walk them in the requested order (exactly, ties by id), read each hit's
+head version from LMDB, render it in the requested form, and stop at ``limit`` or when the
+next rendered hit would not fit in ``budget_tokens``. With ``late_binding=True`` the
+memories returned are journaled as accessed (one ``access`` entry per namespace), which
+feeds the frequency factor of salience; the default read journals nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
+
+import attrs
+
+from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+from .core.query import Predicate, check_bounded, check_order, check_predicate, plan
+from .core.state import HeadState, Record
+from .core.uri import MemoryURI
+from .errors import CortexError, ValidationError
+
+if TYPE_CHECKING:
+    from .cortex import Cortex
+
+__all__ = ["FindResult", "Hit"]
+
+
+@attrs.frozen
+class Hit:
+    """One result of :meth:`Cortex.find`.
+
+    Attributes:
+        uri: the memory's URI, pinned to its head version.
+        record: the head version as :meth:`Cortex.resolve` returns it.
+        text: the record rendered in the requested form.
+        tokens: ``text``'s token estimate.
+        score: the memory's salience score (0..1,000,000) at ``now``, whatever the order.
+    """
+
+    uri: MemoryURI
+    record: Record
+    text: str
+    tokens: int
+    score: int
+
+
+@attrs.frozen
+class FindResult(Sequence[Hit]):
+    """The hits of one :meth:`Cortex.find` call, in order, and how they were found.
+
+    Attributes:
+        hits: the results, best first.
+        tokens: the tokens of all rendered hits together (within ``budget_tokens``).
+        matched: how many memories matched the predicate (before ``limit`` and budget).
+        plan: the query plan, one line per alternative (``Plan.explain``).
+        seq: the journal seq the answer reflects.
+    """
+
+    hits: tuple[Hit, ...]
+    tokens: int
+    matched: int
+    plan: str
+    seq: int
+
+    @overload
+    def __getitem__(self, index: int) -> Hit: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Hit]: ...
+    def __getitem__(self, index: int | slice) -> Hit | Sequence[Hit]:
+        return self.hits[index]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[Hit]:
+        return iter(self.hits)
+
+    @property
+    def uris(self) -> list[MemoryURI]:
+        """The hits' URIs, in order."""
+        return [hit.uri for hit in self.hits]
+
+
+def run_find(
+    cx: Cortex,
+    where: object,
+    *,
+    limit: int | None,
+    budget_tokens: int | None,
+    order_by: str,
+    form: str,
+    late_binding: bool,
+    now: int | None,
+    estimator: TokenEstimator | None,
+) -> FindResult:
+    """Carry out :meth:`Cortex.find` (arguments as documented there)."""
+    from .cortex import _read_record
+
+    predicate: Predicate = check_predicate(where)
+    check_bounded(limit, budget_tokens)
+    check_order(order_by)
+    if form not in FORMS:
+        raise ValidationError(f"must be one of {', '.join(FORMS)}, not {form!r}", field="form")
+    if type(late_binding) is not bool:
+        raise ValidationError("must be True or False", field="late_binding")
+    count = estimator if estimator is not None else estimate_tokens
+    if not callable(count):
+        raise ValidationError("must be a callable (text) -> int", field="estimator")
+    if cx._active_batch() is not None:
+        raise CortexError(
+            "find reads committed state; call it outside the batch (or after it commits)"
+        )
+    now = cx._at(now)
+    index = cx._column_index()
+    hits: list[Hit] = []
+    used = 0
+    with cx._env.read() as txn:
+        index.refresh(txn)
+        query_plan = plan(predicate, index.size)
+        rows = index.select(query_plan)
+        for row in index.ordered(rows, order_by, now):
+            if limit is not None and len(hits) >= limit:
+                break
+            memory_id = index.ids[row]
+            raw = txn.get("heads", memory_id)
+            if raw is None:
+                raise CortexError(f"memory {memory_id.hex()} vanished from the store")
+            head = HeadState.decode(raw)
+            uri = MemoryURI.trusted(cx.actor, head.ns, memory_id, head.head)
+            record = _read_record(txn, cx.actor, uri, head, head.head)
+            text = render(record, form)
+            tokens = count(text)
+            if type(tokens) is not int or tokens < 0:
+                raise ValidationError(
+                    f"the token estimator returned {tokens!r} for a hit", field="estimator"
+                )
+            if budget_tokens is not None and used + tokens > budget_tokens:
+                break
+            used += tokens
+            hits.append(Hit(uri, record, text, tokens, index.exact_score(row, now)))
+        seq = index.seq
+    if late_binding and hits:
+        cx._record_access([hit.uri for hit in hits], at=now)
+    return FindResult(tuple(hits), used, len(rows), query_plan.explain(), seq)

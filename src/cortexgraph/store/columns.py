@@ -1,0 +1,383 @@
+"""The in-memory column index that ``find`` runs on.
+
+``find`` must answer "the 10 most salient Facts tagged deploy" on a store of 100,000
+memories in a fraction of a millisecond. Walking LMDB posting keys one by one from Python
+costs about half a microsecond a key, and ranking needs five signals per candidate, so the
+query layer keeps, per open handle, a columnar copy of what it filters and ranks on:
+
+- one row per memory, numbered in load order: type, status, pinned, priority,
+  confidence, ``at`` of the head version, namespace, access count, in-degree, and the
+  first 8 bytes of the id (for exact tie-breaks in numpy);
+- posting lists (sets of rows) per type, per tag and per status other than "active";
+- the store-wide maxima (access, in-degree) and the learned weights.
+
+It is derived state of derived state: built from one scan of the ``salience`` table's
+small rows (``core.signals``), never from memory bodies, and caught up from the journal
+by seq before every query (only the memories the new entries touched are re-read), so it
+always answers for the committed state of the read transaction it is given. It is never
+written to disk and never trusted for anything but choosing *which* memories a query
+returns; what ``find`` returns is then read from LMDB.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..core.codec import decode_unchecked
+from ..core.journal import HEAD_OPS
+from ..core.keys import seq_key
+from ..core.query import Atom, Plan
+from ..core.salience import HALF_LIFE_DAYS, HUB_ACCESS_COUNT, HUB_CENTRALITY, cold_score
+from ..core.salience import salience_factors as exact_factors
+from ..core.signals import (
+    ACCESS,
+    ATTRS,
+    DEGREE,
+    MEMORY_STATUSES,
+    AttrsRow,
+    max_access,
+    max_in_degree,
+    read_access,
+    read_in_degree,
+    read_weights,
+)
+from ..core.taxonomy import MEMORY_TYPES
+from ..errors import CorruptionError
+from .env import ReadTxn
+
+__all__ = ["ColumnIndex"]
+
+Rows = npt.NDArray[np.int64]
+
+_DAY_MS = 86_400_000
+_TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}
+_STATUS_CODE = {name: code for code, name in enumerate(MEMORY_STATUSES, start=1)}
+_ACTIVE = _STATUS_CODE["active"]
+#: half-life in ms by type code (0: stable)
+_HALF_LIFE = np.zeros(max(_TYPE_CODE.values()) + 1, dtype=np.float64)
+for _name, _code in _TYPE_CODE.items():
+    _HALF_LIFE[_code] = (HALF_LIFE_DAYS.get(_name) or 0) * _DAY_MS
+#: exact and approximate salience scores differ by less than this (see ``_top_salience``)
+_MARGIN = 4.0
+#: a catch-up longer than this many entries rebuilds from a scan instead
+_CATCH_UP_LIMIT = 20_000
+
+_COLUMNS: dict[str, Any] = {
+    "type": np.uint8,
+    "status": np.uint8,
+    "pinned": np.bool_,
+    "priority": np.int64,
+    "confidence": np.float64,
+    "at": np.int64,
+    "ns": np.int32,
+    "access": np.int64,
+    "indeg": np.int64,
+    "idkey": np.uint64,
+}
+
+
+class ColumnIndex:
+    """Columns and posting lists over every memory, for one open handle."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seq = -1  # the journal seq the columns reflect; -1: not built
+        self._reset()
+
+    def _reset(self) -> None:
+        self.ids: list[bytes] = []
+        self.row_of: dict[bytes, int] = {}
+        self._tags: list[tuple[str, ...]] = []
+        self.cols: dict[str, npt.NDArray[Any]] = {
+            name: np.zeros(1024, dtype=dtype) for name, dtype in _COLUMNS.items()
+        }
+        self.ns_code: dict[str, int] = {}
+        self.ns_names: list[str] = []
+        self.postings: dict[tuple[str, Any], set[int]] = {}
+        self._arrays: dict[tuple[str, Any], Rows] = {}
+        self.max_access = 0
+        self.max_indeg = 0
+        self.weights: tuple[int, ...] = ()
+
+    # -- keeping up with the store -------------------------------------------------------
+
+    def refresh(self, txn: ReadTxn) -> None:
+        """Bring the columns to the state ``txn`` sees (thread-safe)."""
+        last = txn.last_seq()
+        with self._lock:
+            if last == self.seq:
+                return
+            if self.seq < 0 or last < self.seq or last - self.seq > _CATCH_UP_LIMIT:
+                self._build(txn)
+            else:
+                self._catch_up(txn, last)
+            self.max_access = max_access(txn)
+            self.max_indeg = max_in_degree(txn)
+            self.weights = read_weights(txn)
+            self.seq = last
+
+    def _build(self, txn: ReadTxn) -> None:
+        self._reset()
+        for key, value in txn.iter_items("salience", ATTRS):
+            self._set_attrs(bytes(key[1:]), AttrsRow.decode(value))
+        for prefix, column in ((ACCESS, self.cols["access"]), (DEGREE, self.cols["indeg"])):
+            for key, value in txn.iter_items("salience", prefix):
+                row = self.row_of.get(bytes(key[1:]))
+                if row is None:
+                    raise CorruptionError(
+                        f"the salience table counts memory {bytes(key[1:]).hex()},"
+                        " which has no attributes row"
+                    )
+                column[row] = int.from_bytes(value[:4], "big")
+
+    def _catch_up(self, txn: ReadTxn, last: int) -> None:
+        touched: dict[bytes, None] = {}
+        with txn.cursor("journal") as cur:
+            if not cur.set_range(seq_key(self.seq + 1)):
+                raise CorruptionError(f"the journal lost entries after seq {self.seq}")
+            for _, value in cur:
+                entry = decode_unchecked(bytes(value), what="a journal entry")
+                op = entry["op"]
+                if op in HEAD_OPS:
+                    touched[entry["id"]] = None
+                elif op == "access":
+                    touched.update(dict.fromkeys(entry["ids"]))
+                else:
+                    touched[entry["dst"]] = None
+                if entry["seq"] >= last:
+                    break
+        for memory_id in touched:
+            raw = txn.get("salience", ATTRS + memory_id)
+            if raw is None:
+                raise CorruptionError(f"memory {memory_id.hex()} has no attributes row")
+            row = self._set_attrs(memory_id, AttrsRow.decode(raw))
+            self.cols["access"][row] = read_access(txn, memory_id)[0]
+            self.cols["indeg"][row] = read_in_degree(txn, memory_id)
+
+    def _set_attrs(self, memory_id: bytes, attrs: AttrsRow) -> int:
+        row = self.row_of.get(memory_id)
+        cols = self.cols
+        if row is None:
+            row = len(self.ids)
+            if row == len(cols["type"]):
+                for name, column in cols.items():
+                    cols[name] = np.concatenate((column, np.zeros_like(column)))
+            self.ids.append(memory_id)
+            self.row_of[memory_id] = row
+            self._tags.append(())
+            cols["idkey"][row] = int.from_bytes(memory_id[:8], "big")
+        else:
+            self._unpost(row)
+        ns = self.ns_code.get(attrs.ns)
+        if ns is None:
+            ns = self.ns_code[attrs.ns] = len(self.ns_names)
+            self.ns_names.append(attrs.ns)
+        cols["type"][row] = _TYPE_CODE[attrs.type_name]
+        cols["status"][row] = _STATUS_CODE[attrs.status]
+        cols["pinned"][row] = attrs.pinned
+        cols["priority"][row] = attrs.priority
+        cols["confidence"][row] = attrs.confidence
+        cols["at"][row] = attrs.at
+        cols["ns"][row] = ns
+        self._tags[row] = attrs.tags
+        self._post(("type", attrs.type_name), row)
+        for tag in attrs.tags:
+            self._post(("tag", tag), row)
+        if attrs.status != "active":
+            self._post(("status", attrs.status), row)
+        return row
+
+    def _post(self, key: tuple[str, Any], row: int) -> None:
+        self.postings.setdefault(key, set()).add(row)
+        self._arrays.pop(key, None)
+
+    def _unpost(self, row: int) -> None:
+        cols = self.cols
+        keys: list[tuple[str, Any]] = [("type", _type_name(int(cols["type"][row])))]
+        keys.extend(("tag", tag) for tag in self._tags[row])
+        status = MEMORY_STATUSES[int(cols["status"][row]) - 1]
+        if status != "active":
+            keys.append(("status", status))
+        for key in keys:
+            self.postings[key].discard(row)
+            self._arrays.pop(key, None)
+
+    # -- answering ---------------------------------------------------------------------------
+
+    def size(self, atom: Atom) -> int:
+        """How many memories the posting list of an indexed atom holds."""
+        return len(self.postings.get((atom.kind, atom.value), ()))
+
+    def _posting(self, atom: Atom) -> Rows:
+        key = (atom.kind, atom.value)
+        array = self._arrays.get(key)
+        if array is None:
+            array = np.fromiter(sorted(self.postings.get(key, ())), dtype=np.int64)
+            self._arrays[key] = array
+        return array
+
+    def _mask(self, atom: Atom, rows: Rows) -> npt.NDArray[np.bool_]:
+        kind, value, cols = atom.kind, atom.value, self.cols
+        if kind == "type":
+            return np.asarray(cols["type"][rows] == _TYPE_CODE[value])
+        if kind == "tag":
+            return np.isin(rows, self._posting(atom), assume_unique=True)
+        if kind == "status":
+            return np.asarray(cols["status"][rows] == _STATUS_CODE[value])
+        if kind == "ns":
+            code = self.ns_code.get(value, -1)
+            return np.asarray(cols["ns"][rows] == code)
+        if kind == "pinned":
+            return np.asarray(cols["pinned"][rows])
+        if kind == "since":
+            return np.asarray(cols["at"][rows] >= value)
+        if kind == "until":
+            return np.asarray(cols["at"][rows] < value)
+        if kind == "min_confidence":
+            return np.asarray(cols["confidence"][rows] >= value)
+        if kind == "min_priority":
+            return np.asarray(cols["priority"][rows] >= value)
+        raise AssertionError(f"unknown atom kind {kind!r}")  # pragma: no cover
+
+    def select(self, plan: Plan) -> Rows:
+        """The rows the plan matches, sorted, each once."""
+        found: list[Rows] = []
+        for step in plan.steps:
+            rows = self._posting(step.driver)
+            for atom in step.intersect:
+                if not len(rows):
+                    break
+                rows = rows[self._mask(atom, rows)]
+            for atom in step.subtract:
+                rows = rows[~self._mask(atom, rows)]
+            for atom, positive in step.residual:
+                mask = self._mask(atom, rows)
+                rows = rows[mask if positive else ~mask]
+            found.append(rows)
+        if not found:
+            return np.zeros(0, dtype=np.int64)
+        if len(found) == 1:
+            return found[0]
+        return np.unique(np.concatenate(found))
+
+    # -- ordering ----------------------------------------------------------------------------
+
+    def ordered(self, rows: Rows, order_by: str, now: int) -> Iterator[int]:
+        """The rows in the order ``order_by``, ties by memory id; lazily, best first."""
+        if order_by == "salience":
+            yield from self._by_salience(rows, now)
+            return
+        column = {"recent": "at", "priority": "priority", "confidence": "confidence"}[order_by]
+        yield from self._by_column(rows, self.cols[column][rows])
+
+    def _by_column(self, rows: Rows, key: npt.NDArray[Any]) -> Iterator[int]:
+        """Exact order by a column: sort only a pool that must hold the top ``want``."""
+        want = 16
+        done = 0
+        while done < len(rows):
+            if want >= len(rows):
+                pool, pool_key = rows, key
+            else:
+                threshold = np.partition(key, len(rows) - want)[len(rows) - want]
+                keep = key >= threshold
+                pool, pool_key = rows[keep], key[keep]
+            order = self._exact_order(pool, pool_key)
+            end = min(want, len(rows))
+            yield from order[done:end]
+            done = end
+            want *= 4
+
+    def _exact_order(self, pool: Rows, key: npt.NDArray[Any]) -> list[int]:
+        """``pool`` sorted by key descending, then memory id ascending (exactly)."""
+        idkey = self.cols["idkey"][pool]
+        order = np.lexsort((idkey, -key))
+        ranked: list[int] = pool[order].tolist()
+        ranked_key, ranked_id = key[order], idkey[order]
+        same = (ranked_key[1:] == ranked_key[:-1]) & (ranked_id[1:] == ranked_id[:-1])
+        if same.any():  # two ids share their first 8 bytes: settle it on the full ids
+            values = dict(zip(ranked, key[order].tolist(), strict=True))
+            ranked.sort(key=lambda r: (-values[r], self.ids[r]))
+        return ranked
+
+    def _approx_salience(self, rows: Rows, now: int) -> npt.NDArray[np.float64]:
+        """Float scores within ``_MARGIN`` of the exact integer ones (``exact_score``)."""
+        cols, weights = self.cols, self.weights
+        indeg = cols["indeg"][rows].astype(np.float64)
+        access = cols["access"][rows]
+        centrality = indeg / self.max_indeg if self.max_indeg else np.zeros(len(rows))
+        if self.max_access:
+            frequency = np.log1p(access) / np.log1p(float(self.max_access))
+        else:
+            frequency = np.zeros(len(rows))
+        life = _HALF_LIFE[cols["type"][rows]]
+        life = np.where(cols["pinned"][rows], 0.0, life)
+        hub = (access > HUB_ACCESS_COUNT) | (centrality > HUB_CENTRALITY)
+        life = np.where(hub, life * 2, life)
+        age = np.maximum(now - cols["at"][rows], 0).astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            recency = np.where(life > 0, np.power(0.5, age / np.where(life > 0, life, 1.0)), 1.0)
+        total = (
+            weights[0] * cols["confidence"][rows]
+            + weights[1] * (cols["priority"][rows] / 10)
+            + weights[2] * centrality
+            + weights[3] * frequency
+            + weights[4] * recency
+        )
+        return np.asarray(total, dtype=np.float64)
+
+    def exact_score(self, row: int, now: int) -> int:
+        """The salience score of a row, computed exactly as ``core.salience`` defines it."""
+        cols = self.cols
+        factors = exact_factors(
+            type_name=_type_name(int(cols["type"][row])),
+            confidence=float(cols["confidence"][row]),
+            priority=int(cols["priority"][row]),
+            pinned=bool(cols["pinned"][row]),
+            in_degree=int(cols["indeg"][row]),
+            max_in_degree=self.max_indeg,
+            access_count=int(cols["access"][row]),
+            max_access=self.max_access,
+            age_ms=now - int(cols["at"][row]),
+        )
+        return cold_score(factors, self.weights)
+
+    def _by_salience(self, rows: Rows, now: int) -> Iterator[int]:
+        """Exact salience order without scoring every row exactly.
+
+        With approximate scores A within m of the exact ones E: if t is the k-th largest
+        A, every row whose E could reach the k-th largest E has A >= t - 2m. So the exact
+        order of that pool starts with the exact top k. k grows 16, 64, 256, ... as the
+        caller keeps reading.
+        """
+        if not len(rows):
+            return
+        approx = self._approx_salience(rows, now)
+        want = 16
+        done = 0
+        scores: dict[int, int] = {}
+        while done < len(rows):
+            if want >= len(rows):
+                pool = rows.tolist()
+            else:
+                t = np.partition(approx, len(rows) - want)[len(rows) - want]
+                pool = rows[approx >= t - 2 * _MARGIN].tolist()
+            for row in pool:
+                if row not in scores:
+                    scores[row] = self.exact_score(row, now)
+            pool.sort(key=lambda r: (-scores[r], self.ids[r]))
+            end = min(want, len(rows))
+            yield from pool[done:end]
+            done = end
+            want *= 4
+
+
+_TYPE_NAME = {code: name for name, code in _TYPE_CODE.items()}
+
+
+def _type_name(code: int) -> str:
+    return _TYPE_NAME[code]
