@@ -9,7 +9,8 @@ Every failure the library reports on purpose is a :class:`CortexError`::
     ├── VersionConflictError   ``expected_version`` is stale
     ├── TombstonedError        the memory is tombstoned (J5)
     ├── UnboundedQueryError    a query with neither ``limit`` nor ``budget_tokens``
-    ├── TooBroadQueryError     a query disjunct with neither a type nor a tag
+    ├── TooBroadQueryError     a query alternative with neither a type nor a tag, or
+    │                          more than 64 alternatives
     ├── BatchNoJournalError    a store mutation without a journal entry (J2)
     ├── CorruptionError        stored bytes fail a check (J6, hashes, layout)
     ├── VerificationError      a proof or scope bundle does not check out

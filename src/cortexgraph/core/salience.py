@@ -326,9 +326,9 @@ def salience_factors(
 ) -> tuple[int, ...]:
     """The five salience factors of one memory, in ppm: the function callers use.
 
-    ``age_ms`` is ``now - at`` of the memory (its last write); the maxima are taken
-    over the memories being ranked together (the namespace). The half-life modifiers
-    use this memory's access count and unrounded centrality.
+    ``age_ms`` is ``now - at`` of the memory's head version (its last write); the
+    maxima are store-wide (every memory of the actor, as ``Cortex`` keeps them). The
+    half-life modifiers use this memory's access count and unrounded centrality.
 
     >>> salience_factors(type_name="event", confidence=0.9, priority=6, pinned=False,
     ...                  in_degree=1, max_in_degree=4, access_count=3, max_access=15,

@@ -27,11 +27,11 @@ instead of decoding every body.
 
 Invariants:
 
-- S7 every memory has exactly one attributes row, equal to what its head state and head
+- R1 every memory has exactly one attributes row, equal to what its head state and head
   version say (type, status, pinned, priority, confidence, at, created_at, ns, tags).
-- S8 ``X`` is the maximum access count, ``Y`` the maximum in-degree, and ``D`` counts
+- R2 ``X`` is the maximum access count, ``Y`` the maximum in-degree, and ``D`` counts
   in-degrees exactly (``Y`` is the largest ``deg`` with a ``D`` row).
-- S9 ``W`` holds the weights of the last ``LearnWeights`` memory written (five integers
+- R3 ``W`` holds the weights of the last ``LearnWeights`` memory written (five integers
   >= 0 summing to 1,000,000).
 """
 
