@@ -109,3 +109,34 @@ def test_demo_runs_and_is_deterministic(tmp_path: Path, capsys: pytest.CaptureFi
     assert first["identical_twin"] is True
     assert first["uris"] == second["uris"] and first["digests"] == second["digests"]
     assert first["seq"] == 10
+
+
+def test_find_link_traverse_unlink(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Queries and the graph through the CLI: find ranks and renders, link adds an edge
+    (human origin by default, so supersedes is allowed), traverse follows it, unlink
+    removes it, and a too-broad query exits 1 with the typed error on stderr."""
+    root = ["--root", str(tmp_path), "--actor", "cli", "--json"]
+    _, out, _ = run(capsys, "remember", "Deploys go through CI", "--tag", "deploy", *root)
+    ci = json.loads(out)["uri"]
+    _, out, _ = run(capsys, "remember", "Deploy window", "--tag", "deploy", "--priority", "9",
+                    *root)
+    window = json.loads(out)["uri"]
+    code, out, _ = run(capsys, "find", "--type", "fact", "--tag", "deploy", *root)
+    found = json.loads(out)
+    assert code == 0
+    assert [h["uri"] for h in found["hits"]] == [window, ci]
+    assert found["hits"][0]["text"] == "[fact] Deploy window #deploy"
+    assert found["matched"] == 2 and found["tokens"] == sum(h["tokens"] for h in found["hits"])
+    code, out, _ = run(capsys, "link", window, "supersedes", ci, *root)
+    assert code == 0 and json.loads(out)["origin"] == "human"
+    code, out, _ = run(capsys, "traverse", window, "--depth", "2", *root)
+    walked = json.loads(out)["found"]
+    assert [(w["depth"], w["uri"], w["relation"]) for w in walked] == [
+        (1, ci.split("@")[0], "supersedes")
+    ]
+    code, out, _ = run(capsys, "unlink", window, "supersedes", ci, *root)
+    assert code == 0
+    _, out, _ = run(capsys, "traverse", window, *root)
+    assert json.loads(out)["found"] == []
+    code, _, err = run(capsys, "find", "--ns", "default", *root)
+    assert code == 1 and json.loads(err)["error"] == "TooBroadQueryError"

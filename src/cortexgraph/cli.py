@@ -28,11 +28,14 @@ from . import (
     Entry,
     Memory,
     NotFoundError,
+    Q,
     Record,
+    ValidationError,
     __version__,
     open,
     verify,
 )
+from .core.query import Predicate
 
 __all__ = ["main"]
 
@@ -165,6 +168,120 @@ def cmd_update(args: argparse.Namespace, out: _Output) -> int:
     with _open(args) as cx:
         uri = cx.update(args.uri, expected_version=args.expected_version, **changes)
     out.emit({"uri": str(uri)}, str(uri))
+    return 0
+
+
+def _predicate(args: argparse.Namespace) -> Predicate:
+    """AND of the filters given on the command line (each --type/--tag alternative ORed)."""
+    parts: list[Predicate] = []
+    if args.type:
+        parts.append(Q.any_of(*(Q.type(t) for t in args.type)))
+    if args.tag:
+        parts.append(Q.all_of(*(Q.tag(t) for t in args.tag)))
+    if args.ns:
+        parts.append(Q.ns(args.ns))
+    if args.status:
+        parts.append(Q.status(args.status))
+    if args.min_priority is not None:
+        parts.append(Q.min_priority(args.min_priority))
+    if args.min_confidence is not None:
+        parts.append(Q.min_confidence(args.min_confidence))
+    if args.since is not None:
+        parts.append(Q.since(args.since))
+    if not parts:
+        raise ValidationError("give at least one --type or --tag", field="where")
+    return Q.all_of(*parts)
+
+
+def cmd_find(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=not args.late_binding) as cx:
+        result = cx.find(
+            _predicate(args),
+            limit=10 if args.limit is None and args.budget_tokens is None else args.limit,
+            budget_tokens=args.budget_tokens,
+            order_by=args.order_by,
+            form=args.form,
+            late_binding=args.late_binding,
+        )
+    if out.as_json:
+        out.emit(
+            {
+                "hits": [
+                    {"uri": str(h.uri), "score": h.score, "tokens": h.tokens, "text": h.text}
+                    for h in result
+                ],
+                "tokens": result.tokens,
+                "matched": result.matched,
+                "plan": result.plan,
+                "seq": result.seq,
+            }
+        )
+    else:
+        for hit in result:
+            print(hit.text if args.form == "short" else f"{hit.text}\n")
+        print(
+            f"-- {len(result)} of {result.matched} matching, {result.tokens} tokens",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_link(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args) as cx:
+        edge = cx.add_edge(
+            args.src,
+            args.dst,
+            args.relation,
+            strength=args.strength,
+            status=args.status,
+            origin=args.origin,
+        )
+    data = {
+        "src": str(edge.src),
+        "dst": str(edge.dst),
+        "relation": edge.relation,
+        "strength": edge.strength,
+        "status": edge.status,
+        "origin": edge.origin,
+        "seq": edge.seq,
+    }
+    out.emit(data, f"{edge.src} --{edge.relation} ({edge.strength:g}, {edge.status})--> {edge.dst}")
+    return 0
+
+
+def cmd_unlink(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args) as cx:
+        cx.remove_edge(args.src, args.dst, args.relation)
+    out.emit({"removed": True}, f"removed {args.relation} edge")
+    return 0
+
+
+def cmd_traverse(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=True) as cx:
+        result = cx.traverse(
+            args.uri,
+            depth=args.depth,
+            relations=args.relation or None,
+            direction=args.direction,
+            min_strength=args.min_strength,
+        )
+    rows = [
+        {
+            "depth": n.depth,
+            "uri": str(n.uri),
+            "via": str(n.via),
+            "relation": n.relation,
+            "direction": n.direction,
+            "strength": n.strength,
+        }
+        for n in result
+    ]
+    if out.as_json:
+        out.emit({"start": str(result.start), "found": rows})
+    else:
+        for row in rows:
+            arrow = "<-" if row["direction"] == "in" else "->"
+            print(f"{row['depth']}  {arrow} {row['relation']:<13} {row['uri']}")
     return 0
 
 
@@ -343,6 +460,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("uri")
     p.add_argument("--reason", default="")
     p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser("find", parents=[common], help="typed query, ranked and rendered")
+    p.add_argument("--type", action="append", help="memory type (repeat: any of them)")
+    p.add_argument("--tag", action="append", help="tag (repeat: all of them)")
+    p.add_argument("--ns", help="only this namespace")
+    p.add_argument("--status", help="status (default: active only)")
+    p.add_argument("--min-priority", type=int, default=None)
+    p.add_argument("--min-confidence", type=float, default=None)
+    p.add_argument("--since", type=int, default=None, help="head version written at >= ms")
+    p.add_argument("--limit", type=int, default=None, help="most hits (default 10)")
+    p.add_argument("--budget-tokens", type=int, default=None, help="token budget for hits")
+    p.add_argument("--order-by", default="salience", help="salience|recent|priority|confidence")
+    p.add_argument("--form", default="short", help="short|medium|full")
+    p.add_argument("--late-binding", action="store_true", help="journal the reads")
+    p.set_defaults(func=cmd_find)
+
+    p = sub.add_parser("link", parents=[common], help="add or change an edge")
+    p.add_argument("src")
+    p.add_argument("relation")
+    p.add_argument("dst")
+    p.add_argument("--strength", type=float, default=1.0)
+    p.add_argument("--status", default="active", help="active|suggested")
+    p.add_argument("--origin", default="human", help="human|llm|system (default: human)")
+    p.set_defaults(func=cmd_link)
+
+    p = sub.add_parser("unlink", parents=[common], help="remove an edge")
+    p.add_argument("src")
+    p.add_argument("relation")
+    p.add_argument("dst")
+    p.set_defaults(func=cmd_unlink)
+
+    p = sub.add_parser("traverse", parents=[common], help="breadth-first walk of the graph")
+    p.add_argument("uri")
+    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--relation", action="append", help="only these relations (repeat)")
+    p.add_argument("--direction", default="out", help="out|in|both")
+    p.add_argument("--min-strength", type=float, default=0.0)
+    p.set_defaults(func=cmd_traverse)
 
     p = sub.add_parser("journal", parents=[common], help="print the change feed")
     p.add_argument("--since", type=int, default=0, help="print entries after this seq")
