@@ -1,0 +1,712 @@
+"""A persisted HNSW index (hnswlib, cosine) from 16-byte memory ids to vectors.
+
+The index is derived state. It records the journal seq it reflects (its ``watermark``); the
+recall layer catches it up from there, and rebuilds it from the embedding cache whenever
+:meth:`VectorIndex.open` reports anything but ``"loaded"``. Damage never raises: a file that
+fails any check gives an empty index with ``watermark == 0``.
+
+Files, in ``directory`` (the recall layer passes ``<root>/<actor>/vectors/``), named after
+``stem = file_stem(name)`` of the embedder name, ``gen`` a decimal generation number::
+
+    <stem>.json          metadata, canonical JSON, written last (the commit point)
+    <stem>.<gen>.hnsw    hnswlib's own index file (``save_index``)
+    <stem>.<gen>.ids     memory ids in label order, 16 bytes each, no header:
+
+        offset 0         16          32               16*(count-1)
+               +---------+-----------+-- ... --+------------------+
+               | label 0 | label 1   |         | label count-1    |
+               +---------+-----------+-- ... --+------------------+
+
+    metadata: {"M", "blake3", "capacity", "count", "deleted", "dim", "ef_construction",
+               "files": {"ids": {"blake3", "size"}, "index": {"blake3", "size"}},
+               "format", "generation", "name", "seed", "space", "watermark"}
+
+``json.dumps(..., sort_keys=True, separators=(",", ":"))`` plus a newline is the only accepted
+spelling; ``"blake3"`` is the BLAKE3 of that spelling of every other field.
+
+Invariants:
+
+- V1 labels are dense from 0 in the order ids were first upserted; label ``i``'s id is at
+  offset ``16 * i`` of the ids file and every id appears once.
+- V2 a removed id keeps its label, marked deleted; neither search returns it; upserting it
+  again reuses its label and un-deletes it.
+- V3 ``save`` writes a new generation of data files (temporary name, fsync, rename) and then
+  the metadata (same), so a crash leaves the old or the new generation whole; ``open`` checks
+  the metadata's own checksum, its parameters and each data file's size and BLAKE3 before
+  hnswlib reads a byte, and yields an empty index (``"missing"`` / ``"damaged"``), never a
+  partial one.
+- V4 inserts are single-threaded with a fixed seed: the same history of upserts, removes,
+  saves and opens gives the same data files, byte for byte, and the same search results.
+
+hnswlib does not persist the state of its level generator: an index reopened from disk draws
+the levels of later inserts from a generator reseeded to a fixed default, so "build 1,000,
+save, reopen, add 1,000" and "build 2,000" are each reproducible but not byte-identical to
+each other (see ``docs/vector-index.md``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, cast
+
+import blake3
+import hnswlib
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ValidationError
+
+__all__ = ["FORMAT", "Status", "VectorIndex", "file_stem"]
+
+FORMAT = 1
+SPACE = "cosine"
+ID_SIZE = 16
+INITIAL_CAPACITY = 1024
+MAX_STEM = 160  # "<stem>.<gen>.hnsw.tmp" stays well inside a 255-byte file name
+MAX_DIM = 65536
+_META_KEYS = frozenset(
+    {
+        "M",
+        "blake3",
+        "capacity",
+        "count",
+        "deleted",
+        "dim",
+        "ef_construction",
+        "files",
+        "format",
+        "generation",
+        "name",
+        "seed",
+        "space",
+        "watermark",
+    }
+)
+
+Status = Literal["new", "loaded", "missing", "damaged"]
+Vector = npt.NDArray[np.float32]
+
+
+def file_stem(name: str) -> str:
+    """The file-system-safe stem of the embedder ``name``; distinct names, distinct stems.
+
+    ``a``-``z``, ``0``-``9`` and ``-`` stay as they are; an upper-case letter becomes ``_``
+    and its lower-case form (so case-insensitive file systems keep names apart); every other
+    character becomes ``%xx`` per UTF-8 byte. ``_`` and ``%`` are never literal, so the
+    mapping can be decoded and is one-to-one; ``.`` is always escaped, so the stem never
+    contains the separator of the data file names.
+
+    >>> file_stem("all-MiniLM-L6-v2"), file_stem("http:text-embedding-3-small")
+    ('all-_mini_l_m-_l6-v2', 'http%3atext-embedding-3-small')
+
+    Raises:
+        ValidationError: ``name`` is not a non-empty string, or its stem is too long.
+    """
+    if not isinstance(name, str) or not name:
+        raise ValidationError("must be a non-empty string", field="name")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("must be valid Unicode (no lone surrogates)", field="name") from None
+    parts: list[str] = []
+    for ch in name:
+        if "a" <= ch <= "z" or "0" <= ch <= "9" or ch == "-":
+            parts.append(ch)
+        elif "A" <= ch <= "Z":
+            parts.append("_" + ch.lower())
+        else:
+            parts.extend(f"%{byte:02x}" for byte in ch.encode("utf-8"))
+    stem = "".join(parts)
+    if len(stem) > MAX_STEM:
+        raise ValidationError(
+            f"is too long for a file name ({len(stem)} > {MAX_STEM})", field="name"
+        )
+    return stem
+
+
+class _Unusable(Exception):
+    """Why the files on disk cannot be loaded; carries the status to report."""
+
+    def __init__(self, status: Status, reason: str) -> None:
+        super().__init__(reason)
+        self.status: Status = status
+        self.reason = reason
+
+
+def _check_int(value: object, field: str, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError(f"must be an int, not {type(value).__name__}", field=field)
+    if not low <= value <= high:
+        raise ValidationError(f"must be in {low}..{high}, got {value}", field=field)
+    return value
+
+
+def _check_id(memory_id: object) -> bytes:
+    if not isinstance(memory_id, bytes) or len(memory_id) != ID_SIZE:
+        raise ValidationError(f"must be {ID_SIZE} bytes", field="memory_id")
+    return memory_id
+
+
+def _encode_meta(meta: dict[str, Any]) -> bytes:
+    text = json.dumps(meta, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return (text + "\n").encode("ascii")
+
+
+def _digest(data: bytes) -> str:
+    return blake3.blake3(data).hexdigest()
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _normalise(vector: Vector) -> Vector:
+    # the same arithmetic as hnswlib's cosine space: v * (1 / (|v| + 1e-30)), in float32
+    norm = np.float32(1.0) / (np.sqrt(np.dot(vector, vector), dtype=np.float32) + np.float32(1e-30))
+    return cast(Vector, (vector * norm).astype(np.float32))
+
+
+class VectorIndex:
+    """An HNSW index over 16-byte memory ids, persisted in ``directory``.
+
+    Build one with :meth:`open`. ``status`` says how the open went: ``"new"`` (nothing on
+    disk for this embedder), ``"loaded"``, ``"missing"`` (some of the files are gone) or
+    ``"damaged"`` (a file failed a check; ``reason`` says which). Every status but
+    ``"loaded"`` leaves the index empty with ``watermark == 0``: the caller catches up from
+    seq 0, i.e. rebuilds. Not thread-safe: one owner at a time.
+    """
+
+    directory: Path
+    name: str
+    dim: int
+    M: int
+    ef_construction: int
+    ef_search: int
+    seed: int
+    status: Status
+    reason: str | None
+    watermark: int
+    _stem: str
+    _generation: int
+    _index: Any  # hnswlib.Index (no type stubs)
+    _ids: list[bytes]  # V1: label -> memory id
+    _labels: dict[bytes, int]
+    _deleted: set[int]
+    _matrix: Vector | None  # normalised vectors by label, built on demand
+    _dirty: bool
+    _ef: int  # the ef hnswlib is set to now
+
+    def __init__(self, *_: object, **__: object) -> None:
+        raise TypeError("use VectorIndex.open(directory, name=..., dim=...)")
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        *,
+        name: str,
+        dim: int,
+        M: int = 16,
+        ef_construction: int = 200,
+        ef_search: int = 64,
+        seed: int = 100,
+    ) -> VectorIndex:
+        """Load the index for embedder ``name`` from ``directory``, or start an empty one.
+
+        Never writes to disk. Damage is reported in ``status`` and ``reason``, not raised.
+
+        Raises:
+            ValidationError: an argument is out of range or of the wrong type.
+        """
+        if not isinstance(directory, (str, os.PathLike)):
+            raise ValidationError("must be a path", field="directory")
+        self = object.__new__(cls)
+        self.directory = Path(directory)
+        self._stem = file_stem(name)
+        self.name = name
+        self.dim = _check_int(dim, "dim", 1, MAX_DIM)
+        self.M = _check_int(M, "M", 2, 2048)
+        self.ef_construction = _check_int(ef_construction, "ef_construction", 1, 1 << 20)
+        self.ef_search = _check_int(ef_search, "ef_search", 1, 1 << 20)
+        self.seed = _check_int(seed, "seed", 0, (1 << 32) - 1)
+        self._generation = 0
+        try:
+            self._load()
+        except _Unusable as why:
+            self._reset()
+            self.status = why.status
+            self.reason = None if why.status == "new" else why.reason
+        else:
+            self.status, self.reason = "loaded", None
+        return self
+
+    def _reset(self) -> None:
+        index = hnswlib.Index(space=SPACE, dim=self.dim)
+        index.init_index(
+            max_elements=INITIAL_CAPACITY,
+            M=self.M,
+            ef_construction=self.ef_construction,
+            random_seed=self.seed,
+        )
+        self._setup(index)
+        self._ids = []
+        self._labels = {}
+        self._deleted = set()
+        self.watermark = 0
+        self._dirty = False
+
+    def _setup(self, index: Any) -> None:
+        index.set_ef(self.ef_search)
+        index.set_num_threads(1)
+        self._ef = self.ef_search
+        self._index = index
+        self._matrix = None
+
+    @property
+    def meta_path(self) -> Path:
+        """The metadata file: the commit point of every save."""
+        return self.directory / f"{self._stem}.json"
+
+    def _data_path(self, generation: int, kind: str) -> Path:
+        return self.directory / f"{self._stem}.{generation}.{kind}"
+
+    def data_paths(self) -> tuple[Path, Path]:
+        """The index and ids files of the generation this index was loaded from or saved to."""
+        return self._data_path(self._generation, "hnsw"), self._data_path(self._generation, "ids")
+
+    def _own_files(self) -> dict[Path, int | None]:
+        """Files in ``directory`` that belong to this embedder, with their generation."""
+        pattern = re.compile(re.escape(self._stem) + r"\.(?:(\d+)\.(?:hnsw|ids)|json)(?:\.tmp)?")
+        found: dict[Path, int | None] = {}
+        try:
+            entries = list(self.directory.iterdir())
+        except (FileNotFoundError, NotADirectoryError):
+            return found
+        for path in entries:
+            m = pattern.fullmatch(path.name)
+            if m:
+                found[path] = int(m.group(1)) if m.group(1) else None
+        return found
+
+    def _load(self) -> None:
+        try:
+            raw = self.meta_path.read_bytes()
+        except FileNotFoundError:
+            if self._own_files():
+                raise _Unusable("missing", "the metadata file is missing") from None
+            raise _Unusable("new", "no index on disk for this embedder") from None
+        except OSError as exc:
+            raise _Unusable("damaged", f"cannot read the metadata: {exc}") from None
+        meta = self._check_meta(raw)
+        self._generation = meta["generation"]
+        count, capacity = meta["count"], meta["capacity"]
+        index_path, ids_path = self.data_paths()
+        blobs = {}
+        for kind, path in (("index", index_path), ("ids", ids_path)):
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                raise _Unusable("missing", f"the {kind} file {path.name} is missing") from None
+            except OSError as exc:
+                raise _Unusable("damaged", f"cannot read {path.name}: {exc}") from None
+            want = meta["files"][kind]
+            if len(data) != want["size"]:
+                raise _Unusable(
+                    "damaged", f"{path.name} has {len(data)} bytes, expected {want['size']}"
+                )
+            if _digest(data) != want["blake3"]:
+                raise _Unusable("damaged", f"{path.name} fails its BLAKE3 checksum")
+            blobs[kind] = data
+        ids_blob = blobs["ids"]
+        if len(ids_blob) != ID_SIZE * count:
+            raise _Unusable("damaged", "the ids file does not hold one id per label")
+        ids = [ids_blob[i : i + ID_SIZE] for i in range(0, len(ids_blob), ID_SIZE)]
+        labels = {mid: label for label, mid in enumerate(ids)}
+        if len(labels) != count:
+            raise _Unusable("damaged", "the ids file repeats an id")
+        # hnswlib's header starts with three size_t: level-0 offset, max_elements, count
+        if len(blobs["index"]) < 24:
+            raise _Unusable("damaged", f"{index_path.name} is too short for hnswlib's header")
+        header = np.frombuffer(blobs["index"][:24], dtype="<u8").tolist()
+        if header[1:] != [capacity, count]:
+            raise _Unusable("damaged", f"{index_path.name}'s header disagrees with the metadata")
+        index = hnswlib.Index(space=SPACE, dim=self.dim)
+        try:
+            index.load_index(str(index_path), max_elements=capacity)
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise _Unusable("damaged", f"hnswlib cannot load {index_path.name}: {exc}") from None
+        shape = (
+            int(index.element_count),
+            int(index.get_max_elements()),
+            int(index.M),
+            int(index.ef_construction),
+            len(index.get_ids_list()),
+        )
+        if shape != (count, capacity, self.M, self.ef_construction, count):
+            raise _Unusable("damaged", f"{index_path.name} disagrees with the metadata")
+        self._setup(index)
+        self._ids = ids
+        self._labels = labels
+        self._deleted = set(meta["deleted"])
+        self.watermark = meta["watermark"]
+        self._dirty = False
+
+    def _check_meta(self, raw: bytes) -> dict[str, Any]:
+        def bad(why: str) -> _Unusable:
+            return _Unusable("damaged", f"metadata: {why}")
+
+        try:
+            meta = json.loads(raw.decode("ascii"))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise bad(f"not JSON ({exc})") from None
+        if not isinstance(meta, dict) or set(meta) != _META_KEYS:
+            raise bad("wrong set of fields")
+        if _encode_meta(meta) != raw:
+            raise bad("not in canonical form")
+        body = {key: value for key, value in meta.items() if key != "blake3"}
+        if meta["blake3"] != _digest(_encode_meta(body)):
+            raise bad("fails its BLAKE3 checksum")
+        if meta["format"] != FORMAT:
+            raise bad(f"format {meta['format']!r} is not {FORMAT}")
+        expected = {
+            "name": self.name,
+            "dim": self.dim,
+            "space": SPACE,
+            "M": self.M,
+            "ef_construction": self.ef_construction,
+            "seed": self.seed,
+        }
+        for key, value in expected.items():
+            if meta[key] != value or type(meta[key]) is not type(value):
+                raise bad(f"{key} is {meta[key]!r}, this index wants {value!r}")
+
+        def natural(key: str, value: object) -> int:
+            if type(value) is not int or value < 0:
+                raise bad(f"{key} is not a natural number")
+            return value
+
+        count = natural("count", meta["count"])
+        capacity = natural("capacity", meta["capacity"])
+        natural("watermark", meta["watermark"])
+        natural("generation", meta["generation"])
+        if capacity < count:
+            raise bad("capacity is below count")
+        deleted = meta["deleted"]
+        if not isinstance(deleted, list) or any(
+            type(label) is not int or not 0 <= label < count for label in deleted
+        ):
+            raise bad("deleted is not a list of labels")
+        if any(a >= b for a, b in itertools.pairwise(deleted)):
+            raise bad("deleted is not strictly increasing")
+        files = meta["files"]
+        if not isinstance(files, dict) or set(files) != {"index", "ids"}:
+            raise bad("files must name index and ids")
+        for kind, entry in files.items():
+            if (
+                not isinstance(entry, dict)
+                or set(entry) != {"blake3", "size"}
+                or not isinstance(entry["blake3"], str)
+            ):
+                raise bad(f"files.{kind} is malformed")
+            natural(f"files.{kind}.size", entry["size"])
+        return cast(dict[str, Any], meta)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """The number of live (not removed) elements."""
+        return len(self._ids) - len(self._deleted)
+
+    def __contains__(self, memory_id: object) -> bool:
+        label = self._labels.get(memory_id) if isinstance(memory_id, bytes) else None
+        return label is not None and label not in self._deleted
+
+    def __repr__(self) -> str:
+        return (
+            f"<VectorIndex {self.name!r} dim={self.dim} live={len(self)} "
+            f"watermark={self.watermark} status={self.status!r}>"
+        )
+
+    @property
+    def capacity(self) -> int:
+        """Elements hnswlib has room for before the next (automatic) resize."""
+        return int(self._index.get_max_elements())
+
+    @property
+    def dirty(self) -> bool:
+        """True when the index changed since it was opened or last saved."""
+        return self._dirty
+
+    def ids(self) -> list[bytes]:
+        """The live memory ids, in label order (the order they were first upserted)."""
+        deleted = self._deleted
+        return [mid for label, mid in enumerate(self._ids) if label not in deleted]
+
+    def _check_vector(self, vector: object, field: str) -> Vector:
+        try:
+            with np.errstate(over="ignore", invalid="ignore"):  # overflow becomes inf, below
+                array = np.asarray(vector, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"must be an array of numbers ({exc})", field=field) from None
+        if array.shape != (self.dim,):
+            raise ValidationError(f"must have shape ({self.dim},), got {array.shape}", field=field)
+        if not np.isfinite(array).all():
+            raise ValidationError("must be finite (no NaN or inf after float32)", field=field)
+        return cast(Vector, np.ascontiguousarray(array))
+
+    @staticmethod
+    def _check_k(k: object) -> int:
+        return _check_int(k, "k", 1, 1 << 31)
+
+    @staticmethod
+    def _check_allowed(allowed: object) -> Callable[[bytes], bool] | None:
+        if allowed is not None and not callable(allowed):
+            raise ValidationError("must be callable or None", field="allowed")
+        return cast("Callable[[bytes], bool] | None", allowed)
+
+    def search(
+        self,
+        query: Sequence[float] | npt.ArrayLike,
+        k: int,
+        *,
+        allowed: Callable[[bytes], bool] | None = None,
+    ) -> list[tuple[bytes, float]]:
+        """The ``k`` approximate nearest live elements as ``(memory id, cosine similarity)``.
+
+        Best first, ties broken by id; fewer than ``k`` only when fewer live elements pass
+        ``allowed`` (called with a memory id; only ids it returns true for are returned).
+        When hnswlib's graph search cannot fill the request (a selective filter, or parts of
+        the graph cut off by removals) the answer comes from :meth:`exact_search` instead.
+
+        Raises:
+            ValidationError: a query of the wrong shape or not finite, ``k < 1``.
+        """
+        q = self._check_vector(query, "query")
+        k = self._check_k(k)
+        allowed = self._check_allowed(allowed)
+        live = len(self)
+        if live == 0:
+            return []
+        ids = self._ids
+        test: Callable[[int], bool] | None = None
+        if allowed is not None:
+            keep = allowed
+
+            def test(label: int) -> bool:
+                return bool(keep(ids[label]))
+
+        n = min(live, k + 1)
+        found = self._knn(q, n, test)
+        # ties running to the end of what came back: fetch more, so the cut at k is by id
+        while found is not None and k < n < live and found[1][k - 1] == found[1][-1]:
+            n = min(live, 2 * n)
+            found = self._knn(q, n, test)
+        if found is None and n > k:  # a filter may pass exactly k, or ties exhausted it
+            found = self._knn(q, k, test)
+        if found is not None:
+            hits = [
+                (ids[label], 1.0 - distance)
+                for label, distance in zip(found[0], found[1], strict=True)
+            ]
+            hits.sort(key=lambda hit: (-hit[1], hit[0]))
+            return hits[:k]
+        return self.exact_search(q, k, allowed)
+
+    def _knn(
+        self, q: Vector, n: int, test: Callable[[int], bool] | None
+    ) -> tuple[list[int], list[float]] | None:
+        """hnswlib's n nearest labels and distances, or None when it found fewer than n."""
+        ef = max(self.ef_search, n)
+        if ef != self._ef:
+            self._index.set_ef(ef)
+            self._ef = ef
+        try:
+            labels, distances = self._index.knn_query(q, k=n, num_threads=1, filter=test)
+        except RuntimeError:  # "Cannot return the results in a contiguous 2D array"
+            return None
+        return labels[0].tolist(), distances[0].tolist()
+
+    def exact_search(
+        self,
+        query: Sequence[float] | npt.ArrayLike,
+        k: int,
+        allowed: Callable[[bytes], bool] | None = None,
+    ) -> list[tuple[bytes, float]]:
+        """Brute-force cosine search over the stored vectors, same contract as :meth:`search`.
+
+        The stored vectors are hnswlib's own (normalised, float32), read back with
+        ``get_items`` the first time they are needed and kept up to date after that.
+
+        Raises:
+            ValidationError: a query of the wrong shape or not finite, ``k < 1``.
+        """
+        q = _normalise(self._check_vector(query, "query"))
+        k = self._check_k(k)
+        allowed = self._check_allowed(allowed)
+        count = len(self._ids)
+        if count == len(self._deleted):
+            return []
+        mask = np.ones(count, dtype=bool)
+        mask[sorted(self._deleted)] = False
+        if allowed is not None:
+            for label in np.flatnonzero(mask).tolist():
+                if not allowed(self._ids[label]):
+                    mask[label] = False
+        candidates = np.flatnonzero(mask)
+        if candidates.size == 0:
+            return []
+        sims = self._vectors()[candidates] @ q
+        if candidates.size > k:
+            threshold = np.partition(sims, candidates.size - k)[candidates.size - k]
+            chosen = sims >= threshold  # everything tied with the k-th, so ids break ties
+            candidates, sims = candidates[chosen], sims[chosen]
+        hits = [
+            (self._ids[label], float(sim))
+            for label, sim in zip(candidates.tolist(), sims.tolist(), strict=True)
+        ]
+        hits.sort(key=lambda hit: (-hit[1], hit[0]))
+        return hits[:k]
+
+    def _vectors(self) -> Vector:
+        """The normalised vector of every label (zeros for removed ones), built on demand."""
+        count = len(self._ids)
+        if self._matrix is None:
+            matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
+            live = [label for label in range(count) if label not in self._deleted]
+            if live:
+                matrix[live] = self._index.get_items(live)
+            self._matrix = matrix
+        return self._matrix[:count]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def upsert(self, memory_id: bytes, vector: Sequence[float] | npt.ArrayLike) -> None:
+        """Insert ``memory_id`` with ``vector``, or replace its vector (un-removing it).
+
+        A new id takes the next label; capacity grows by doubling when full. hnswlib
+        updates an existing label in place and repairs its neighbourhood, so searches see
+        only the new vector. A zero vector is stored as is and has similarity 0 to all.
+
+        Raises:
+            ValidationError: an id that is not 16 bytes, a vector of the wrong shape or not
+                finite.
+        """
+        mid = _check_id(memory_id)
+        vec = self._check_vector(vector, "vector")
+        label = self._labels.get(mid)
+        if label is None:
+            label = len(self._ids)
+            capacity = self.capacity
+            if label >= capacity:
+                while capacity <= label:
+                    capacity = max(INITIAL_CAPACITY, capacity * 2)
+                self._index.resize_index(capacity)
+            self._index.add_items(vec[np.newaxis], np.array([label]), num_threads=1)
+            self._ids.append(mid)
+            self._labels[mid] = label
+        else:
+            # hnswlib re-adding a known label: un-mark it if deleted, then updatePoint
+            self._index.add_items(vec[np.newaxis], np.array([label]), num_threads=1)
+            self._deleted.discard(label)
+        if self._matrix is not None:
+            if label >= self._matrix.shape[0]:
+                grown = np.zeros((self._matrix.shape[0] * 2, self.dim), dtype=np.float32)
+                grown[: self._matrix.shape[0]] = self._matrix
+                self._matrix = grown
+            self._matrix[label] = self._index.get_items([label])[0]
+        self._dirty = True
+
+    def remove(self, memory_id: bytes) -> bool:
+        """Mark ``memory_id`` removed; it keeps its label (V2). False if it was not live.
+
+        Removing an unknown or already removed id is a no-op, so replaying a tombstone for a
+        memory that was never embedded is harmless.
+
+        Raises:
+            ValidationError: an id that is not 16 bytes.
+        """
+        mid = _check_id(memory_id)
+        label = self._labels.get(mid)
+        if label is None or label in self._deleted:
+            return False
+        self._index.mark_deleted(label)
+        self._deleted.add(label)
+        self._dirty = True
+        return True
+
+    def save(self, watermark: int) -> None:
+        """Persist the index as reflecting journal seq ``watermark``, atomically (V3).
+
+        Writes ``<stem>.<gen>.hnsw`` and ``<stem>.<gen>.ids`` for a new generation, then the
+        metadata, each through a temporary file, fsync and rename; then deletes the older
+        generations' files. Creates ``directory`` if needed.
+
+        Raises:
+            ValidationError: ``watermark`` is not a natural number.
+            OSError: the files cannot be written (the previous save stays intact).
+        """
+        watermark = _check_int(watermark, "watermark", 0, (1 << 63) - 1)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        on_disk = [gen for gen in self._own_files().values() if gen is not None]
+        generation = max([self._generation, *on_disk]) + 1
+        index_path = self._data_path(generation, "hnsw")
+        ids_path = self._data_path(generation, "ids")
+        index_tmp = index_path.with_name(index_path.name + ".tmp")
+        ids_tmp = ids_path.with_name(ids_path.name + ".tmp")
+        meta_tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")
+
+        self._index.save_index(str(index_tmp))
+        with open(index_tmp, "rb+") as f:
+            index_bytes = f.read()
+            os.fsync(f.fileno())
+        ids_bytes = b"".join(self._ids)
+        _write_synced(ids_tmp, ids_bytes)
+        os.replace(index_tmp, index_path)
+        os.replace(ids_tmp, ids_path)
+        body: dict[str, Any] = {
+            "format": FORMAT,
+            "name": self.name,
+            "dim": self.dim,
+            "space": SPACE,
+            "M": self.M,
+            "ef_construction": self.ef_construction,
+            "seed": self.seed,
+            "watermark": watermark,
+            "generation": generation,
+            "capacity": self.capacity,
+            "count": len(self._ids),
+            "deleted": sorted(self._deleted),
+            "files": {
+                "index": {"blake3": _digest(index_bytes), "size": len(index_bytes)},
+                "ids": {"blake3": _digest(ids_bytes), "size": len(ids_bytes)},
+            },
+        }
+        meta = {**body, "blake3": _digest(_encode_meta(body))}
+        _write_synced(meta_tmp, _encode_meta(meta))
+        _fsync_dir(self.directory)  # the data files' names are durable before the commit
+        os.replace(meta_tmp, self.meta_path)
+        _fsync_dir(self.directory)
+        self._generation = generation
+        self.watermark = watermark
+        self._dirty = False
+        for path, gen in self._own_files().items():
+            if gen is not None and gen != generation:
+                path.unlink(missing_ok=True)
