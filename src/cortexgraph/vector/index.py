@@ -52,7 +52,7 @@ import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import blake3
 import hnswlib
@@ -88,6 +88,7 @@ _META_KEYS = frozenset(
     }
 )
 
+_T = TypeVar("_T")
 Status = Literal["new", "loaded", "missing", "damaged"]
 Vector = npt.NDArray[np.float32]
 
@@ -159,6 +160,32 @@ def _encode_meta(meta: dict[str, Any]) -> bytes:
 
 def _digest(data: bytes) -> str:
     return blake3.blake3(data).hexdigest()
+
+
+def _read_file(path: Path, *, sync: bool = False) -> tuple[str, int, bytes]:
+    """BLAKE3 hex digest, size and first 64 bytes of ``path``, streamed (fsynced if asked)."""
+    hasher = blake3.blake3()
+    size = 0
+    head = b""
+    with open(path, "rb+" if sync else "rb") as f:
+        while chunk := f.read(1 << 20):
+            if size < 64:
+                head += chunk[: 64 - size]
+            hasher.update(chunk)
+            size += len(chunk)
+        if sync:
+            os.fsync(f.fileno())
+    return hasher.hexdigest(), size, head
+
+
+def _read_data(path: Path, kind: str, reader: Callable[[Path], _T]) -> _T:
+    """``reader(path)``, with a missing or unreadable file turned into its status."""
+    try:
+        return reader(path)
+    except FileNotFoundError:
+        raise _Unusable("missing", f"the {kind} file {path.name} is missing") from None
+    except OSError as exc:
+        raise _Unusable("damaged", f"cannot read {path.name}: {exc}") from None
 
 
 def _write_synced(path: Path, data: bytes) -> None:
@@ -271,6 +298,7 @@ class VectorIndex:
         self._labels = {}
         self._deleted = set()
         self.watermark = 0
+        self._generation = 0  # nothing usable on disk; save() picks a fresh generation
         self._dirty = False
 
     def _setup(self, index: Any) -> None:
@@ -319,23 +347,10 @@ class VectorIndex:
         self._generation = meta["generation"]
         count, capacity = meta["count"], meta["capacity"]
         index_path, ids_path = self.data_paths()
-        blobs = {}
-        for kind, path in (("index", index_path), ("ids", ids_path)):
-            try:
-                data = path.read_bytes()
-            except FileNotFoundError:
-                raise _Unusable("missing", f"the {kind} file {path.name} is missing") from None
-            except OSError as exc:
-                raise _Unusable("damaged", f"cannot read {path.name}: {exc}") from None
-            want = meta["files"][kind]
-            if len(data) != want["size"]:
-                raise _Unusable(
-                    "damaged", f"{path.name} has {len(data)} bytes, expected {want['size']}"
-                )
-            if _digest(data) != want["blake3"]:
-                raise _Unusable("damaged", f"{path.name} fails its BLAKE3 checksum")
-            blobs[kind] = data
-        ids_blob = blobs["ids"]
+        index_digest, index_size, index_head = _read_data(index_path, "index", _read_file)
+        self._check_file(index_path, meta["files"]["index"], index_digest, index_size)
+        ids_blob = _read_data(ids_path, "ids", Path.read_bytes)
+        self._check_file(ids_path, meta["files"]["ids"], _digest(ids_blob), len(ids_blob))
         if len(ids_blob) != ID_SIZE * count:
             raise _Unusable("damaged", "the ids file does not hold one id per label")
         ids = [ids_blob[i : i + ID_SIZE] for i in range(0, len(ids_blob), ID_SIZE)]
@@ -343,9 +358,9 @@ class VectorIndex:
         if len(labels) != count:
             raise _Unusable("damaged", "the ids file repeats an id")
         # hnswlib's header starts with three size_t: level-0 offset, max_elements, count
-        if len(blobs["index"]) < 24:
+        if len(index_head) < 24:
             raise _Unusable("damaged", f"{index_path.name} is too short for hnswlib's header")
-        header = np.frombuffer(blobs["index"][:24], dtype="<u8").tolist()
+        header = np.frombuffer(index_head[:24], dtype="<u8").tolist()
         if header[1:] != [capacity, count]:
             raise _Unusable("damaged", f"{index_path.name}'s header disagrees with the metadata")
         index = hnswlib.Index(space=SPACE, dim=self.dim)
@@ -369,6 +384,13 @@ class VectorIndex:
         self.watermark = meta["watermark"]
         self._dirty = False
 
+    @staticmethod
+    def _check_file(path: Path, want: dict[str, Any], digest: str, size: int) -> None:
+        if size != want["size"]:
+            raise _Unusable("damaged", f"{path.name} has {size} bytes, expected {want['size']}")
+        if digest != want["blake3"]:
+            raise _Unusable("damaged", f"{path.name} fails its BLAKE3 checksum")
+
     def _check_meta(self, raw: bytes) -> dict[str, Any]:
         def bad(why: str) -> _Unusable:
             return _Unusable("damaged", f"metadata: {why}")
@@ -384,7 +406,7 @@ class VectorIndex:
         body = {key: value for key, value in meta.items() if key != "blake3"}
         if meta["blake3"] != _digest(_encode_meta(body)):
             raise bad("fails its BLAKE3 checksum")
-        if meta["format"] != FORMAT:
+        if meta["format"] != FORMAT or type(meta["format"]) is not int:
             raise bad(f"format {meta['format']!r} is not {FORMAT}")
         expected = {
             "name": self.name,
@@ -573,7 +595,7 @@ class VectorIndex:
         candidates = np.flatnonzero(mask)
         if candidates.size == 0:
             return []
-        sims = self._vectors()[candidates] @ q
+        sims = (self._vectors() @ q)[candidates]  # one pass, no copy of the matrix
         if candidates.size > k:
             threshold = np.partition(sims, candidates.size - k)[candidates.size - k]
             chosen = sims >= threshold  # everything tied with the k-th, so ids break ties
@@ -674,9 +696,7 @@ class VectorIndex:
         meta_tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")
 
         self._index.save_index(str(index_tmp))
-        with open(index_tmp, "rb+") as f:
-            index_bytes = f.read()
-            os.fsync(f.fileno())
+        index_digest, index_size, _ = _read_file(index_tmp, sync=True)
         ids_bytes = b"".join(self._ids)
         _write_synced(ids_tmp, ids_bytes)
         os.replace(index_tmp, index_path)
@@ -695,7 +715,7 @@ class VectorIndex:
             "count": len(self._ids),
             "deleted": sorted(self._deleted),
             "files": {
-                "index": {"blake3": _digest(index_bytes), "size": len(index_bytes)},
+                "index": {"blake3": index_digest, "size": index_size},
                 "ids": {"blake3": _digest(ids_bytes), "size": len(ids_bytes)},
             },
         }
