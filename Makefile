@@ -6,13 +6,18 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
+# The `local` extra needs torch. A plain `torch` requirement would pull a CUDA build of several
+# GB; torch 2.13.0 (CPU build) is installed first and pinned in the same resolve, so pip never
+# swaps it. Override on other machines: make install TORCH_PIN='torch==2.9.1'.
+TORCH_PIN ?= torch==2.13.0
 
 .PHONY: demo test lint typecheck pytest bench install clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	$(PIP) install -e '.[dev]'
+	$(PIP) install '$(TORCH_PIN)'
+	$(PIP) install -e '.[dev,local,http]' '$(TORCH_PIN)'
 	@touch $(STAMP)
 
 install: $(STAMP)

