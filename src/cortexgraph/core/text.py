@@ -2,8 +2,8 @@
 
 Everything here is pure: no I/O, clock, randomness or environment. The same text gives
 the same tokens in any process, whatever ``PYTHONHASHSEED`` is (no output is built by
-iterating a set). The one piece of state is a bounded memo of stemmed words, which
-never changes a result.
+iterating a set). The only state is two bounded memos (word -> stem, and word -> its
+tokens in each mode); they save work and never change a result.
 
 The tokenizer (:func:`tokenize`)
     1. Normalise: NFKC, casefold, NFKC again (casefolding can leave text that NFKC
@@ -50,8 +50,10 @@ Jaccard (:func:`jaccard`, :func:`jaccard_ppm`, :func:`shingles`)
 Determinism across machines
     The tokenizer depends on the Unicode database of the running Python
     (``unicodedata.unidata_version``) through NFKC, casefolding and what counts as a
-    letter; text made of characters assigned in that database before Unicode 14
-    tokenizes identically on Python 3.11 and later. BM25 calls ``log`` from the C maths
+    letter or a mark. Unicode's stability policies freeze the normalisation and case
+    folding of assigned characters, so a newer Python can differ only on characters
+    assigned after the older one's database, or (rarely) on a character whose general
+    category changed. BM25 calls ``log`` from the C maths
     library, whose last bit may differ between platforms; rankings journaled by the
     library use integers, never these floats.
 
