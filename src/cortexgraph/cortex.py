@@ -66,6 +66,7 @@ from .core.taxonomy import (
     encode_body,
 )
 from .core.uri import MemoryURI, check_name
+from .embed import Embedder, embedder_for
 from .errors import (
     CorruptionError,
     CortexError,
@@ -76,6 +77,7 @@ from .errors import (
     VersionConflictError,
 )
 from .find import FindResult, run_find
+from .recall import RecallResult, VectorState, run_recall
 from .store.columns import ColumnIndex
 from .store.env import DEFAULT_MAP_SIZE, TABLES, Environment, MapFull, ReadTxn, WriteTxn
 
@@ -100,6 +102,8 @@ def open(
     hash_name: str | None = None,
     map_size: int = DEFAULT_MAP_SIZE,
     sync: bool = True,
+    embedder: Embedder | None = None,
+    reembed: bool = False,
 ) -> Cortex:
     """Open (or create) the memory of ``actor`` under ``root``.
 
@@ -116,6 +120,12 @@ def open(
         map_size: initial LMDB map size in bytes (it grows on demand).
         sync: fsync every commit (durable). ``False`` trades durability of the last
             commits on power loss for speed; a crash of the process loses nothing.
+        embedder: what vector recall embeds with (an :class:`Embedder`). Its name and
+            dimension are recorded when the store is created (default: a
+            ``HashEmbedder``); later opens use the recorded one, and passing a different
+            one is a ``ValidationError`` unless ``reembed=True``, which records the new
+            one (its vector index is then built from scratch on the next recall).
+        reembed: allow switching to a different embedder (see ``embedder``).
 
     Raises:
         ValidationError: a bad actor name, hash name or option.
@@ -141,13 +151,63 @@ def open(
         sync=sync,
         hash_name=hash_name,
     )
-    return Cortex(env, actor, clock or SystemClock())
+    try:
+        spec = _embedder_spec(env, embedder, reembed=reembed)
+    except BaseException:
+        env.close()
+        raise
+    return Cortex(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
+
+
+_EMBEDDER_KEY = b"embedder"
+
+
+def _embedder_spec(env: Environment, embedder: Embedder | None, *, reembed: bool) -> dict[str, Any]:
+    """The embedder recorded for the store (recording it on first use)."""
+    if embedder is not None:
+        name, dim = getattr(embedder, "name", None), getattr(embedder, "dim", None)
+        if type(name) is not str or not name or type(dim) is not int or dim < 1:
+            raise ValidationError(
+                "must have a non-empty str name, a positive int dim and embed()",
+                field="embedder",
+            )
+        if not callable(getattr(embedder, "embed", None)):
+            raise ValidationError("must have an embed(texts) method", field="embedder")
+    recorded = env.meta_value(_EMBEDDER_KEY)
+    if recorded is not None:
+        if type(recorded) is not dict or not {"name", "dim"} <= recorded.keys():
+            raise CorruptionError(f"{env.path} has a malformed embedder record")
+        if embedder is None or (embedder.name, embedder.dim) == (recorded["name"], recorded["dim"]):
+            return dict(recorded)
+        if not reembed:
+            raise ValidationError(
+                f"this store was created with embedder {recorded['name']!r}"
+                f" (dim {recorded['dim']}); open it with that one, or pass reembed=True to"
+                f" switch to {embedder.name!r} and re-embed every memory",
+                field="embedder",
+            )
+    if embedder is None:
+        from .embed import HashEmbedder
+
+        embedder = HashEmbedder()
+    spec = {"name": embedder.name, "dim": embedder.dim}
+    if not env.readonly:
+        env.set_meta_value(_EMBEDDER_KEY, spec)
+    return spec
 
 
 class Cortex:
     """An open actor memory. Create it with :func:`cortexgraph.open`."""
 
-    def __init__(self, env: Environment, actor: str, clock: Clock) -> None:
+    def __init__(
+        self,
+        env: Environment,
+        actor: str,
+        clock: Clock,
+        *,
+        embedder: Embedder | None = None,
+        embedder_spec: dict[str, Any] | None = None,
+    ) -> None:
         self._env = env
         self.actor = actor
         self.clock = clock
@@ -156,6 +216,9 @@ class Cortex:
         self._local = threading.local()
         self._check_invariants = os.environ.get("CORTEXGRAPH_INVARIANTS") == "1"
         self._columns: ColumnIndex | None = None
+        self._embedder = embedder
+        self._embedder_spec = embedder_spec or {}
+        self._vectors: VectorState | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -176,6 +239,9 @@ class Cortex:
         """Close the environment. Closing twice is harmless; using a closed handle raises."""
         if getattr(self._local, "batch", None) is not None:
             raise CortexError("cannot close a handle inside one of its batches")
+        if self._vectors is not None and not self._env.closed:
+            self._vectors.save()
+            self._vectors = None
         self._env.close()
 
     def __enter__(self) -> Cortex:
@@ -383,6 +449,65 @@ class Cortex:
             now=now,
             estimator=estimator,
         )
+
+    def recall(
+        self,
+        text: str,
+        *,
+        k: int = 10,
+        where: Predicate | None = None,
+        mode: str = "hybrid",
+        fusion: str = "score",
+        late_binding: bool = False,
+        now: int | None = None,
+        expand: bool = True,
+    ) -> RecallResult:
+        """What the store knows that is relevant to ``text``, best first.
+
+        Args:
+            text: the question or topic.
+            k: how many hits (1..1000).
+            where: an optional filter built with :class:`Q` (the same language as
+                :meth:`find`, status default included; no type or tag is required here,
+                the text bounds the search).
+            mode: ``"keyword"`` (BM25), ``"vector"`` (embeddings, HNSW) or ``"hybrid"``
+                (both fused, then graph expansion).
+            fusion: how hybrid mode fuses the channels: ``"score"`` (default: each
+                channel's scores scaled to 0..1 over its top 100, then averaged) or
+                ``"rrf"`` (reciprocal-rank fusion, k = 60). See ``docs/recall.md``.
+            late_binding: journal an ``access`` of the returned memories.
+            now: the instant salience (the tie-break) is computed at.
+            expand: in hybrid mode, add 1-hop graph neighbours of the hits at a reduced
+                score.
+
+        Returns:
+            A :class:`RecallResult` of :class:`RecallHit`, each with its per-channel
+            ranks and scores, and any code attached by ``source_of`` edges.
+        """
+        return run_recall(
+            self,
+            text,
+            k=k,
+            where=where,
+            mode=mode,
+            fusion=fusion,
+            late_binding=late_binding,
+            now=now,
+            expand_graph=expand,
+        )
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder vector recall uses (created on first use from the recorded one)."""
+        if self._embedder is None:
+            self._embedder = embedder_for(self._embedder_spec)
+        return self._embedder
+
+    def _vector_state(self) -> VectorState:
+        state = self._vectors
+        if state is None:
+            state = self._vectors = VectorState(self, self.embedder)
+        return state
 
     def _column_index(self) -> ColumnIndex:
         index = self._columns

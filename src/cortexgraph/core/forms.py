@@ -31,6 +31,7 @@ from typing import Protocol
 import attrs
 
 from ..errors import ValidationError
+from .salience import FACTOR_NAMES
 from .state import Record
 from .taxonomy import ArtifactRef, Attest, Event, Goal, LearnWeights, Memory, Source
 
@@ -63,10 +64,6 @@ _MEDIUM_CITED_MAX = 5  # cited URIs an Attest shows in the medium form
 _BACKOFF_MAX = 16  # how far truncation backs off to keep a base with its marks
 _NONE = "(none)"
 _EMPTY = "(empty)"
-
-#: The five salience factors, in the order of ``LearnWeights.weights`` (DESIGN section 9).
-WEIGHT_FACTORS = ("confidence", "priority", "centrality", "frequency", "recency")
-
 
 # ---------------------------------------------------------------------------
 # Text helpers
@@ -193,7 +190,7 @@ def _header(memory: Memory) -> str:
 
 
 def _weights_line(weights: tuple[int, ...]) -> str:
-    return " · ".join(f"{name} {_ppm(w)}" for name, w in zip(WEIGHT_FACTORS, weights, strict=False))
+    return " · ".join(f"{name} {_ppm(w)}" for name, w in zip(FACTOR_NAMES, weights, strict=False))
 
 
 def _title_and_rest(memory: Memory) -> tuple[str, str, list[str]]:
@@ -396,7 +393,7 @@ def render_full(record: Record) -> str:
         elif name == "tags":
             lines.append("tags: " + (" ".join("#" + t for t in value) if value else _NONE))
         elif name == "weights":
-            parts = (f"{f} {w}" for f, w in zip(WEIGHT_FACTORS, value, strict=False))
+            parts = (f"{f} {w}" for f, w in zip(FACTOR_NAMES, value, strict=False))
             lines.append("weights (ppm): " + " · ".join(parts))
         elif name == "cited":
             lines.append(f"cited: {len(value)}")

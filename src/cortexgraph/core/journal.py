@@ -55,6 +55,7 @@ from .keys import (
     ns_prefix,
     version_key,
 )
+from .postings import postings_set
 from .signals import (
     AttrsRow,
     access_mutations,
@@ -400,6 +401,7 @@ def apply(
         out.extend(("idx", key, b"") for key in _index_keys(ns, memory, mid, entry.at))
         row = AttrsRow.of(memory, ns=ns, status="active", at=entry.at, created_at=entry.at)
         out.append(("salience", attrs_key(mid), row.encode()))
+        out.extend(postings_set(view, mid, memory))
         if isinstance(memory, LearnWeights):
             out.append(weights_mutation(memory.weights))
         return out
@@ -420,6 +422,7 @@ def apply(
         out.append(("heads", mid, head.encode()))
         row = AttrsRow.of(memory, ns=ns, status=head.status, at=new.at, created_at=head.created_at)
         out.append(("salience", attrs_key(mid), row.encode()))
+        out.extend(postings_set(view, mid, memory if head.status == "active" else None))
     elif op == "head":
         version = entry.fields["version"]
         if not 1 <= version <= head.latest or version == head.head:
@@ -432,6 +435,7 @@ def apply(
         out.append(("heads", mid, head.encode()))
         row = AttrsRow.of(memory, ns=ns, status=head.status, at=new.at, created_at=head.created_at)
         out.append(("salience", attrs_key(mid), row.encode()))
+        out.extend(postings_set(view, mid, memory if head.status == "active" else None))
     elif op == "tombstone":
         out.append(("idx", idx_status_key(ns, "tombstoned", mid), b""))
         reason = entry.fields.get("reason", "")
@@ -439,6 +443,7 @@ def apply(
         out.append(("heads", mid, head.encode()))
         row = attrs.evolve(_load_attrs(view, mid, entry.seq), status="tombstoned")
         out.append(("salience", attrs_key(mid), row.encode()))
+        out.extend(postings_set(view, mid, None))
     else:  # pragma: no cover - decode_entry admits only known ops
         raise CorruptionError(f"journal entry {entry.seq} has unknown op {op!r}")
     return out

@@ -53,7 +53,7 @@ def check_name(value: object, field: str) -> str:
     return value
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class MemoryURI:
     """The address of a memory, pinned to a version or (``version=None``) its head."""
 
@@ -122,6 +122,9 @@ class MemoryURI:
     def at_version(self, version: int) -> MemoryURI:
         """The same memory pinned to ``version``."""
         return MemoryURI(self.actor, self.ns, self.id, version)
+
+    def __repr__(self) -> str:
+        return f"MemoryURI({str(self)!r})"
 
     def __str__(self) -> str:
         base = f"cx://{self.actor}/{self.ns}/{self.id.hex()}"

@@ -30,5 +30,28 @@ __all__ = [
     "HttpEmbedder",
     "LocalEmbedder",
     "check_texts",
+    "embedder_for",
     "normalize_rows",
 ]
+
+
+def embedder_for(spec: dict[str, object]) -> Embedder:
+    """The embedder a store recorded (``{"name", "dim"}``), when it can be made without
+    arguments: a :class:`HashEmbedder` or the :class:`LocalEmbedder`.
+
+    Raises:
+        ValidationError: the store uses an embedder that needs arguments (an HTTP server):
+            open it with ``embedder=...``.
+    """
+    from ..errors import ValidationError
+
+    name, dim = spec.get("name"), spec.get("dim")
+    if type(dim) is int and name == HashEmbedder(dim).name:
+        return HashEmbedder(dim)
+    if name == LocalEmbedder.name and dim == LocalEmbedder.dim:
+        return LocalEmbedder()
+    raise ValidationError(
+        f"this store's vectors come from embedder {name!r} (dim {dim}); open it with"
+        " embedder=... to use vector recall",
+        field="embedder",
+    )

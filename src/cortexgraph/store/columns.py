@@ -22,7 +22,7 @@ returns; what ``find`` returns is then read from LMDB.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,8 @@ import numpy.typing as npt
 from ..core.codec import decode_unchecked
 from ..core.journal import HEAD_OPS
 from ..core.keys import seq_key
-from ..core.query import Atom, Plan
+from ..core.postings import FORWARD, posting_prefix, read_forward, read_stats
+from ..core.query import DNF, Atom, Plan
 from ..core.salience import HALF_LIFE_DAYS, HUB_ACCESS_COUNT, HUB_CENTRALITY, cold_score
 from ..core.salience import salience_factors as exact_factors
 from ..core.signals import (
@@ -47,6 +48,7 @@ from ..core.signals import (
     read_weights,
 )
 from ..core.taxonomy import MEMORY_TYPES
+from ..core.text import Bm25Params, bm25_idf
 from ..errors import CorruptionError
 from .env import ReadTxn
 
@@ -78,7 +80,29 @@ _COLUMNS: dict[str, Any] = {
     "access": np.int64,
     "indeg": np.int64,
     "idkey": np.uint64,
+    "gen": np.int64,  # seq of the last entry that changed the memory's head (0: at build)
+    "dlen": np.int64,  # keyword-index length of the memory (0: not indexed)
 }
+#: cached term posting lists beyond this many are dropped (and rescanned on demand)
+_MAX_CACHED_TERMS = 50_000
+
+
+class _Terms:
+    """One term's postings as arrays, with the generation each entry was valid for."""
+
+    __slots__ = ("gen", "pending", "rows", "tf")
+
+    def __init__(self, rows: Rows, tf: Rows, gen: Rows) -> None:
+        self.rows, self.tf, self.gen = rows, tf, gen
+        self.pending: list[tuple[int, int, int]] = []
+
+    def settle(self) -> None:
+        if self.pending:
+            rows, tf, gen = zip(*self.pending, strict=True)
+            self.rows = np.concatenate((self.rows, np.asarray(rows, dtype=np.int64)))
+            self.tf = np.concatenate((self.tf, np.asarray(tf, dtype=np.int64)))
+            self.gen = np.concatenate((self.gen, np.asarray(gen, dtype=np.int64)))
+            self.pending = []
 
 
 class ColumnIndex:
@@ -103,6 +127,7 @@ class ColumnIndex:
         self.max_access = 0
         self.max_indeg = 0
         self.weights: tuple[int, ...] = ()
+        self._terms: dict[str, _Terms] = {}
 
     # -- keeping up with the store -------------------------------------------------------
 
@@ -134,9 +159,16 @@ class ColumnIndex:
                         " which has no attributes row"
                     )
                 column[row] = int.from_bytes(value[:4], "big")
+        dlen = self.cols["dlen"]
+        for key, value in txn.iter_items("postings", FORWARD):
+            row = self.row_of.get(bytes(key[1:]))
+            if row is None:
+                raise CorruptionError("the keyword index holds a memory without attributes")
+            dlen[row] = int.from_bytes(value[1:5], "big")
 
     def _catch_up(self, txn: ReadTxn, last: int) -> None:
         touched: dict[bytes, None] = {}
+        heads: dict[bytes, int] = {}
         with txn.cursor("journal") as cur:
             if not cur.set_range(seq_key(self.seq + 1)):
                 raise CorruptionError(f"the journal lost entries after seq {self.seq}")
@@ -145,6 +177,7 @@ class ColumnIndex:
                 op = entry["op"]
                 if op in HEAD_OPS:
                     touched[entry["id"]] = None
+                    heads[entry["id"]] = entry["seq"]
                 elif op == "access":
                     touched.update(dict.fromkeys(entry["ids"]))
                 else:
@@ -158,6 +191,16 @@ class ColumnIndex:
             row = self._set_attrs(memory_id, AttrsRow.decode(raw))
             self.cols["access"][row] = read_access(txn, memory_id)[0]
             self.cols["indeg"][row] = read_in_degree(txn, memory_id)
+        for memory_id, seq in heads.items():
+            row = self.row_of[memory_id]
+            self.cols["gen"][row] = seq
+            forward = read_forward(txn, memory_id)
+            self.cols["dlen"][row] = 0 if forward is None else forward[0]
+            if forward is not None:
+                for term, tf in forward[1].items():
+                    cached = self._terms.get(term)
+                    if cached is not None:
+                        cached.pending.append((row, tf, seq))
 
     def _set_attrs(self, memory_id: bytes, attrs: AttrsRow) -> int:
         row = self.row_of.get(memory_id)
@@ -264,6 +307,87 @@ class ColumnIndex:
         if len(found) == 1:
             return found[0]
         return np.unique(np.concatenate(found))
+
+    # -- keywords ----------------------------------------------------------------------------
+
+    def term_postings(self, txn: ReadTxn, term: str) -> tuple[Rows, Rows]:
+        """``(rows, term frequencies)`` of the memories whose indexed version holds
+        ``term``, read from LMDB once and then kept current by the catch-up."""
+        cached = self._terms.get(term)
+        if cached is None:
+            rows: list[int] = []
+            tfs: list[int] = []
+            prefix = posting_prefix(term)
+            for key, value in txn.iter_items("postings", prefix):
+                row = self.row_of.get(bytes(key[len(prefix) :]))
+                if row is None:
+                    raise CorruptionError(f"a posting of {term!r} names an unknown memory")
+                rows.append(row)
+                tfs.append(int.from_bytes(value, "big"))
+            rows_array = np.asarray(rows, dtype=np.int64)
+            if len(self._terms) >= _MAX_CACHED_TERMS:
+                self._terms.clear()
+            cached = self._terms[term] = _Terms(
+                rows_array, np.asarray(tfs, dtype=np.int64), self.cols["gen"][rows_array]
+            )
+        cached.settle()
+        valid = cached.gen == self.cols["gen"][cached.rows]
+        if valid.all():
+            return cached.rows, cached.tf
+        return cached.rows[valid], cached.tf[valid]
+
+    def bm25(
+        self, txn: ReadTxn, terms: Iterable[str], params: Bm25Params
+    ) -> tuple[Rows, npt.NDArray[np.float64]]:
+        """BM25 scores of every memory matching any of ``terms``: ``(rows, scores)``.
+
+        Per term, the same float operations in the same order as ``core.text.bm25_scores``
+        (the reference the tests compare against), summed over terms in the given order.
+        """
+        n_docs, total = read_stats(txn)
+        if not n_docs:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        avg = total / n_docs
+        k1, b = params.k1, params.b
+        found_rows: list[Rows] = []
+        found_scores: list[npt.NDArray[np.float64]] = []
+        for term in terms:
+            rows, tf = self.term_postings(txn, term)
+            if not len(rows):
+                continue
+            idf = bm25_idf(n_docs, len(rows))
+            dl = self.cols["dlen"][rows]
+            tf_f = tf.astype(np.float64)
+            found_rows.append(rows)
+            found_scores.append(idf * tf_f * (k1 + 1.0) / (tf_f + k1 * (1.0 - b + b * dl / avg)))
+        if not found_rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        all_rows = np.concatenate(found_rows)
+        unique, inverse = np.unique(all_rows, return_inverse=True)
+        totals = np.bincount(inverse, weights=np.concatenate(found_scores))
+        return unique, np.asarray(totals, dtype=np.float64)
+
+    def filter(self, rows: Rows, dnf: DNF) -> Rows:
+        """The rows that satisfy a predicate in normal form (with the status default)."""
+        keep = np.zeros(len(rows), dtype=np.bool_)
+        for conjunct in dnf:
+            mask = np.ones(len(rows), dtype=np.bool_)
+            for atom, positive in conjunct:
+                hit = self._mask(atom, rows)
+                mask &= hit if positive else ~hit
+            if not any(atom.kind == "status" for atom, _ in conjunct):
+                mask &= self.cols["status"][rows] == _ACTIVE
+            keep |= mask
+        return rows[keep]
+
+    def all_rows(self) -> Rows:
+        """Every row (every memory ever written, whatever its status)."""
+        return np.arange(len(self.ids), dtype=np.int64)
+
+    def active(self, rows: Rows) -> Rows:
+        """The rows of active memories."""
+        kept: Rows = rows[self.cols["status"][rows] == _ACTIVE]
+        return kept
 
     # -- ordering ----------------------------------------------------------------------------
 

@@ -47,6 +47,7 @@ from ..errors import (
 )
 
 __all__ = [
+    "CACHE_TABLES",
     "DERIVED_TABLES",
     "MapFull",
     "TABLES",
@@ -69,7 +70,9 @@ TABLES = (
     "meta",
     "snapshots",
 )
-DERIVED_TABLES = ("heads", "versions", "idx", "postings", "edges", "salience", "emb", "mmr", "smt")
+DERIVED_TABLES = ("heads", "versions", "idx", "postings", "edges", "salience", "mmr", "smt")
+#: caches: filled outside batches (no journal entry), kept by rebuild, not compared by verify
+CACHE_TABLES = ("emb",)
 SCHEMA = 1
 DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space; the file grows only as it is used
 MAX_MAP_SIZE = 1 << 40
@@ -346,6 +349,47 @@ class Environment:
         if self.readonly:
             raise ReadOnlyError(f"{self.path} is open read-only")
         return WriteTxn(self._env.begin(write=True), self.dbs, replay=replay)
+
+    def write_cache(self, table: str, items: list[tuple[bytes, bytes]]) -> None:
+        """Store rows of a cache table (``emb``) in a transaction of their own.
+
+        A cache holds what is expensive to recompute and is keyed by its own inputs (the
+        embedding cache by embedder name and content hash), so it is not memory state:
+        it needs no journal entry (J2 does not apply), rebuild keeps it, and verify does
+        not compare it. On a read-only handle nothing is written.
+        """
+        if table not in CACHE_TABLES:
+            raise CortexError(f"{table!r} is not a cache table")
+        self._check_usable()
+        if self.readonly or not items:
+            return
+        while True:
+            txn = self._env.begin(write=True)
+            try:
+                for key, value in items:
+                    txn.put(key, value, db=self.dbs[table])
+                txn.commit()
+                return
+            except lmdb.MapFullError:
+                txn.abort()
+                self.grow()
+            except BaseException:
+                txn.abort()
+                raise
+
+    def meta_value(self, key: bytes) -> Any:
+        """A canonical-CBOR value from ``meta`` (None when absent)."""
+        with self._env.begin() as txn:
+            raw = txn.get(key, db=self.dbs["meta"])
+        return None if raw is None else decode(bytes(raw), what=f"meta {key!r}")
+
+    def set_meta_value(self, key: bytes, value: Any) -> None:
+        """Record a configuration value in ``meta`` (like the identity: not memory state)."""
+        self._check_usable()
+        if self.readonly:
+            raise ReadOnlyError(f"{self.path} is open read-only")
+        with self._env.begin(write=True) as txn:
+            txn.put(key, encode(value), db=self.dbs["meta"])
 
     def grow(self) -> None:
         """Double the map size (call with no write transaction open)."""

@@ -1,0 +1,384 @@
+"""``Cortex.recall``: keyword (BM25), vector (HNSW) and hybrid recall.
+
+Keyword: BM25 over the ``postings`` table, served from the column index's per-term arrays
+(``store.columns``). Vector: the embedder embeds :func:`core.fusion.embed_text` of each
+active memory; vectors are cached in the ``emb`` table by (embedder name, content hash)
+and indexed by a persisted hnswlib index (``vector.index``) that catches up with the
+journal from its watermark before each query. Hybrid: reciprocal-rank fusion of the two,
+then graph expansion (1-hop neighbours of the top hits at a reduced score; ``source_of``
+edges attach the code an ArtifactRef holds), with salience breaking ties.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, overload
+
+import attrs
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from .core.codec import decode_unchecked
+from .core.fusion import (
+    CHANNEL_DEPTH,
+    EXPANDED_HITS,
+    FUSIONS,
+    MODES,
+    RECALL_BM25,
+    embed_text,
+    expand,
+    fuse,
+    fuse_scores,
+)
+from .core.graph import EdgeState, relation_name
+from .core.journal import HEAD_OPS
+from .core.keys import seq_key
+from .core.query import Predicate, check_predicate, to_dnf
+from .core.state import HeadState, Record, VersionState
+from .core.text import term_counts
+from .core.uri import MemoryURI
+from .errors import CortexError, ValidationError
+
+if TYPE_CHECKING:
+    from .cortex import Cortex
+    from .embed import Embedder
+    from .store.columns import ColumnIndex, Rows
+    from .store.env import ReadTxn
+    from .vector.index import VectorIndex
+
+__all__ = ["RecallHit", "RecallResult"]
+
+MAX_K = 1000
+#: a vector index with this many unsaved changes is saved at the next query
+SAVE_EVERY = 2_000
+_EMBED_BATCH = 256
+
+
+@attrs.frozen
+class RecallHit:
+    """One result of :meth:`Cortex.recall`, with what each channel said about it.
+
+    Attributes:
+        uri: the memory, pinned to its head version.
+        record: the head version.
+        score: the final score (BM25 in keyword mode, cosine similarity in vector mode,
+            the fused reciprocal-rank score in hybrid mode; reduced for expanded hits).
+        ranks: the 1-based rank the memory had in each channel that found it.
+        scores: each channel's own score (``"keyword"``: BM25, ``"vector"``: cosine).
+        salience: the salience score at ``now`` (the tie-break).
+        via: for a memory added by graph expansion, the hit it was reached from.
+        attached: records linked to this hit by ``source_of`` edges (e.g. the
+            ArtifactRef holding the code a Fact describes).
+    """
+
+    uri: MemoryURI
+    record: Record
+    score: float
+    ranks: Mapping[str, int]
+    scores: Mapping[str, float]
+    salience: int
+    via: MemoryURI | None = None
+    attached: tuple[Record, ...] = ()
+
+
+@attrs.frozen
+class RecallResult(Sequence[RecallHit]):
+    """The hits of one :meth:`Cortex.recall` call, best first."""
+
+    hits: tuple[RecallHit, ...]
+    mode: str
+    seq: int
+
+    @overload
+    def __getitem__(self, index: int) -> RecallHit: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RecallHit]: ...
+    def __getitem__(self, index: int | slice) -> RecallHit | Sequence[RecallHit]:
+        return self.hits[index]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[RecallHit]:
+        return iter(self.hits)
+
+    @property
+    def uris(self) -> list[MemoryURI]:
+        return [hit.uri for hit in self.hits]
+
+
+# ---------------------------------------------------------------------------
+# the vector side
+
+
+def content_key(name: str, text: str) -> bytes:
+    """The ``emb`` cache key: embedder name, NUL, BLAKE3 of the embedded text."""
+    return name.encode("utf-8") + b"\0" + blake3.blake3(text.encode("utf-8")).digest()
+
+
+class VectorState:
+    """One handle's vector index and the embedder that fills it."""
+
+    def __init__(self, cx: Cortex, embedder: Embedder) -> None:
+        from .vector.index import VectorIndex
+
+        self.cx = cx
+        self.embedder = embedder
+        self.index: VectorIndex = VectorIndex.open(
+            Path(cx.path) / "vectors", name=embedder.name, dim=embedder.dim
+        )
+        self.unsaved = 0
+
+    def sync(self, txn: ReadTxn, columns: ColumnIndex) -> None:
+        """Bring the index to the journal's end: embed what changed, drop what left."""
+        last = txn.last_seq()
+        index = self.index
+        if index.watermark == last:
+            return
+        if index.watermark > last or index.watermark == 0:
+            todo = {columns.ids[row]: None for row in columns.active(columns.all_rows())}
+            gone: set[bytes] = set(self._indexed_ids()) - set(todo)
+        else:
+            todo, gone = self._changed(txn, index.watermark)
+        live: list[tuple[bytes, str]] = []
+        for memory_id in todo:
+            raw = txn.get("heads", memory_id)
+            if raw is None:
+                raise CortexError(f"memory {memory_id.hex()} vanished from the store")
+            head = HeadState.decode(raw)
+            if head.status != "active":
+                gone.add(memory_id)
+                continue
+            version = txn.get("versions", memory_id + struct.pack(">I", head.head))
+            if version is None:
+                raise CortexError(f"memory {memory_id.hex()} has no head version")
+            memory = VersionState.decode(version).memory()
+            live.append((memory_id, embed_text(memory, head.ns)))
+        vectors = self._vectors(txn, [text for _, text in live])
+        for (memory_id, _), vector in zip(live, vectors, strict=True):
+            index.upsert(memory_id, vector)
+        for memory_id in sorted(gone):
+            if memory_id in index:
+                index.remove(memory_id)
+        self.unsaved += len(live) + len(gone)
+        index.watermark = last
+        if self.unsaved >= SAVE_EVERY or len(live) >= SAVE_EVERY:
+            self.save()
+
+    def _indexed_ids(self) -> list[bytes]:
+        return list(self.index.ids())
+
+    def _changed(self, txn: ReadTxn, since: int) -> tuple[dict[bytes, None], set[bytes]]:
+        todo: dict[bytes, None] = {}
+        with txn.cursor("journal") as cur:
+            if cur.set_range(seq_key(since + 1)):
+                for _, value in cur:
+                    entry = decode_unchecked(bytes(value), what="a journal entry")
+                    if entry["op"] in HEAD_OPS:
+                        todo[entry["id"]] = None
+        return todo, set()
+
+    def _vectors(self, txn: ReadTxn, texts: list[str]) -> list[npt.NDArray[np.float32]]:
+        """Vectors for ``texts``: from the ``emb`` cache, else embedded (and cached)."""
+        name, dim = self.embedder.name, self.embedder.dim
+        keys = [content_key(name, text) for text in texts]
+        found: dict[bytes, npt.NDArray[np.float32]] = {}
+        for key in keys:
+            raw = txn.get("emb", key)
+            if raw is not None and len(raw) == 4 * dim:
+                found[key] = np.frombuffer(raw, dtype="<f4")
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        if missing:
+            text_of = dict(zip(keys, texts, strict=True))
+            fresh: list[tuple[bytes, bytes]] = []
+            for start in range(0, len(missing), _EMBED_BATCH):
+                chunk = missing[start : start + _EMBED_BATCH]
+                matrix = self.embedder.embed([text_of[k] for k in chunk])
+                for key, row in zip(chunk, np.asarray(matrix, dtype="<f4"), strict=True):
+                    found[key] = row
+                    fresh.append((key, row.tobytes()))
+            self.cx._env.write_cache("emb", fresh)
+        return [found[key] for key in keys]
+
+    def save(self) -> None:
+        if not self.cx.readonly:
+            self.index.save(self.index.watermark)
+        self.unsaved = 0
+
+    def query(self, text: str) -> npt.NDArray[np.float32]:
+        """A query's vector: the text embedded as it is, without the ``[type] [ns]`` prefix
+        memories get (measured: prefixing questions lowered vector recall on LoCoMo)."""
+        vectors = np.asarray(self.embedder.embed([text]), dtype=np.float32)
+        first: npt.NDArray[np.float32] = vectors[0]
+        return first
+
+
+# ---------------------------------------------------------------------------
+# recall
+
+
+def _check(text: object, k: object, mode: object, fusion: object, late_binding: object) -> None:
+    if type(text) is not str or not text.strip():
+        raise ValidationError("must be a non-empty string", field="text")
+    if type(k) is not int or not 1 <= k <= MAX_K:
+        raise ValidationError(f"must be an integer in 1..{MAX_K}", field="k")
+    if mode not in MODES:
+        raise ValidationError(f"must be one of {', '.join(MODES)}, not {mode!r}", field="mode")
+    if fusion not in FUSIONS:
+        raise ValidationError(
+            f"must be one of {', '.join(FUSIONS)}, not {fusion!r}", field="fusion"
+        )
+    if type(late_binding) is not bool:
+        raise ValidationError("must be True or False", field="late_binding")
+
+
+def _ranked(columns: ColumnIndex, rows: Rows, scores: npt.NDArray[Any], depth: int) -> list[int]:
+    """The ``depth`` best rows by score descending, ties by memory id."""
+    if not len(rows):
+        return []
+    order = np.lexsort((columns.cols["idkey"][rows], -scores))
+    ranked: list[int] = rows[order[:depth]].tolist()
+    return ranked
+
+
+def run_recall(
+    cx: Cortex,
+    text: str,
+    *,
+    k: int,
+    where: Predicate | None,
+    mode: str,
+    fusion: str,
+    late_binding: bool,
+    now: int | None,
+    expand_graph: bool,
+) -> RecallResult:
+    """Carry out :meth:`Cortex.recall` (arguments as documented there)."""
+    from .cortex import _read_record
+
+    _check(text, k, mode, fusion, late_binding)
+    dnf = to_dnf(check_predicate(where)) if where is not None else None
+    if cx._active_batch() is not None:
+        raise CortexError("recall reads committed state; call it outside the batch")
+    now = cx._at(now)
+    columns = cx._column_index()
+    depth = max(CHANNEL_DEPTH, k)
+    with cx._env.read() as txn:
+        columns.refresh(txn)
+
+        def allowed(rows: Rows) -> Rows:
+            return columns.active(rows) if dnf is None else columns.filter(rows, dnf)
+
+        rankings: dict[str, list[int]] = {}
+        channel: dict[str, dict[int, float]] = {}
+        if mode in ("keyword", "hybrid"):
+            rows, bm25 = columns.bm25(txn, list(term_counts(text)), RECALL_BM25)
+            keep = np.isin(rows, allowed(rows), assume_unique=True)
+            ranked = _ranked(columns, rows[keep], bm25[keep], depth)
+            by_row = dict(zip(rows.tolist(), bm25.tolist(), strict=True))
+            rankings["keyword"] = ranked
+            channel["keyword"] = {row: by_row[row] for row in ranked}
+        if mode in ("vector", "hybrid"):
+            state = cx._vector_state()
+            state.sync(txn, columns)
+            permitted: set[bytes] | None = None
+            if dnf is not None:
+                permitted = {columns.ids[r] for r in allowed(columns.all_rows()).tolist()}
+            found = state.index.search(
+                state.query(text),
+                depth,
+                allowed=None if permitted is None else permitted.__contains__,
+            )
+            rankings["vector"] = [columns.row_of[memory_id] for memory_id, _ in found]
+            channel["vector"] = {
+                columns.row_of[memory_id]: float(sim) for memory_id, sim in found
+            }
+        if mode != "hybrid":
+            fused = dict(channel[mode])
+        elif fusion == "rrf":
+            fused = fuse(rankings)
+        else:
+            fused = fuse_scores(channel)
+        via: dict[int, int] = {}
+        if expand_graph and mode == "hybrid" and fused:
+            top = sorted(fused, key=lambda r: (-fused[r], columns.ids[r]))[:EXPANDED_HITS]
+            neighbours = _neighbours(txn, columns, top, allowed)
+            for row, (score, parent) in expand(fused, top, neighbours).items():
+                fused[row] = score
+                via[row] = parent
+        candidates = sorted(fused, key=lambda r: -fused[r])[: 4 * k + 16]
+        salience = {row: columns.exact_score(row, now) for row in candidates}
+        final = sorted(candidates, key=lambda r: (-fused[r], -salience[r], columns.ids[r]))[:k]
+        hits = []
+        for row in final:
+            memory_id = columns.ids[row]
+            uri = _head_uri(cx, txn, memory_id)
+            head = HeadState.decode(txn.get("heads", memory_id) or b"")
+            record = _read_record(txn, cx.actor, uri, head, head.head)
+            origin = via.get(row)
+            hits.append(
+                RecallHit(
+                    uri=uri,
+                    record=record,
+                    score=fused[row],
+                    ranks={c: r.index(row) + 1 for c, r in rankings.items() if row in r},
+                    scores={c: v[row] for c, v in channel.items() if row in v},
+                    salience=salience[row],
+                    via=None if origin is None else _head_uri(cx, txn, columns.ids[origin]),
+                    attached=_attached(cx, txn, memory_id),
+                )
+            )
+        seq = columns.seq
+    if late_binding and hits:
+        cx._record_access([hit.uri for hit in hits], at=now)
+    return RecallResult(tuple(hits), mode, seq)
+
+
+def _head_uri(cx: Cortex, txn: ReadTxn, memory_id: bytes) -> MemoryURI:
+    head = HeadState.decode(txn.get("heads", memory_id) or b"")
+    return MemoryURI.trusted(cx.actor, head.ns, memory_id, head.head)
+
+
+def _neighbours(
+    txn: ReadTxn, columns: ColumnIndex, rows: list[int], allowed: Any
+) -> dict[int, list[int]]:
+    """Active 1-hop neighbours (either direction, any relation but ``source_of``) of each
+    row that pass the filter."""
+    found: dict[int, list[int]] = {}
+    for row in rows:
+        memory_id = columns.ids[row]
+        near: list[int] = []
+        for prefix in (b"o", b"i"):
+            for key, value in txn.iter_items("edges", prefix + memory_id):
+                if relation_name(key[17]) == "source_of" or not EdgeState.decode(value).active:
+                    continue
+                other = columns.row_of.get(bytes(key[18:]))
+                if other is not None and other not in near:
+                    near.append(other)
+        if near:
+            kept = set(allowed(np.asarray(near, dtype=np.int64)).tolist())
+            found[row] = [r for r in near if r in kept]
+    return found
+
+
+def _attached(cx: Cortex, txn: ReadTxn, memory_id: bytes) -> tuple[Record, ...]:
+    """The active memories this one is the target of a ``source_of`` edge from (its code)."""
+    from .cortex import _read_record
+
+    out = []
+    for key, value in txn.iter_items("edges", b"i" + memory_id):
+        if relation_name(key[17]) != "source_of" or not EdgeState.decode(value).active:
+            continue
+        source = bytes(key[18:])
+        raw = txn.get("heads", source)
+        if raw is None:
+            continue
+        head = HeadState.decode(raw)
+        if head.status != "active":
+            continue
+        uri = MemoryURI.trusted(cx.actor, head.ns, source, head.head)
+        out.append(_read_record(txn, cx.actor, uri, head, head.head))
+    return tuple(out)

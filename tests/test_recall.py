@@ -1,0 +1,258 @@
+"""Recall: BM25 against a brute-force reference, the postings and vector index against the
+journal (also after SIGKILL), filters, fusion, graph expansion and embedder records."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cortexgraph as cg
+from cortexgraph.core.fusion import RECALL_BM25, embed_text, expand, fuse, fuse_scores
+from cortexgraph.core.postings import index_text, read_forward
+from cortexgraph.core.text import bm25_scores, term_counts
+from cortexgraph.embed import HashEmbedder
+
+T0 = 1_700_000_000_000
+WORDS = ["deploy", "pipeline", "window", "lunch", "python", "rust", "cache", "index", "merge",
+         "review", "friday", "release", "database", "backup", "token"]
+SCRIPTS = Path(__file__).parent / "scripts"
+
+_texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
+
+
+def reference_bm25(cx: cg.Cortex, text: str, where: Any = None) -> list[tuple[bytes, float]]:
+    """BM25 over every active memory's indexed text, computed from resolved records with
+    ``core.text.bm25_scores`` (shares no code with the store's postings or columns)."""
+    postings: dict[str, dict[bytes, int]] = {}
+    lengths: dict[bytes, int] = {}
+    for entry in cx.journal():
+        if entry.op != "write":
+            continue
+        record = cx.resolve(entry.fields["id"].hex())
+        if record.status != "active":
+            continue
+        counts = term_counts(index_text(record.memory))
+        lengths[record.uri.id] = sum(counts.values())
+        for term, tf in counts.items():
+            postings.setdefault(term, {})[record.uri.id] = tf
+    if not lengths:
+        return []
+    avg = sum(lengths.values()) / len(lengths)
+    scores = bm25_scores(list(term_counts(text)), postings, lengths, len(lengths), avg,
+                         RECALL_BM25)
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+@settings(max_examples=40)
+@given(
+    docs=st.lists(st.tuples(_texts, st.booleans()), min_size=1, max_size=20),
+    updates=st.lists(st.tuples(st.integers(0, 19), _texts), max_size=5),
+    query=_texts,
+    k=st.integers(1, 25),
+)
+def test_keyword_recall_equals_brute_force_bm25(
+    docs: list[tuple[str, bool]], updates: list[tuple[int, str]], query: str, k: int
+) -> None:
+    """After random writes, updates and tombstones, keyword recall returns exactly the top
+    k of a brute-force BM25 over every active memory (scores equal, ties by id), and every
+    memory's forward postings row holds exactly its head version's terms iff it is active."""
+    root = Path(tempfile.mkdtemp())
+    try:
+        with cg.open(root, "agent", sync=False) as cx:
+            uris = [cx.write(cg.Fact(text=text), at=T0) for text, _ in docs]
+            for i, text in updates:
+                if i < len(uris):
+                    cx.update(uris[i], text=text + " updated", at=T0 + 1)
+            for uri, (_, dead) in zip(uris, docs, strict=True):
+                if dead:
+                    cx.tombstone(uri, at=T0 + 2)
+            expected = reference_bm25(cx, query)[:k]
+            result = cx.recall(query, k=k, mode="keyword", now=T0)
+            assert [hit.uri.id for hit in result] == [memory_id for memory_id, _ in expected]
+            for hit, (_, score) in zip(result, expected, strict=True):
+                assert hit.scores["keyword"] == pytest.approx(score, rel=1e-12)
+                assert hit.ranks["keyword"] == result.hits.index(hit) + 1
+            with cx._env.read() as txn:
+                for uri in uris:
+                    record = cx.resolve(uri.id.hex())
+                    forward = read_forward(txn, uri.id)
+                    if record.status == "active":
+                        counts = term_counts(index_text(record.memory))
+                        assert forward == (sum(counts.values()), counts)
+                    else:
+                        assert forward is None
+    finally:
+        shutil.rmtree(root)
+
+
+def test_filters_tombstones_and_late_binding(cx: cg.Cortex) -> None:
+    """``where`` limits every mode; tombstoned memories never come back; late binding
+    journals the access of exactly the hits, the default journals nothing."""
+    a = cx.write(cg.Fact(text="deploy through the pipeline"), ns="ops")
+    b = cx.write(cg.Event(text="the deploy failed on friday"), ns="ops")
+    c = cx.write(cg.Fact(text="deploy docs live in the wiki"), ns="docs")
+    assert c in cx.recall("deploy docs wiki", mode="vector").uris  # now indexed
+    cx.tombstone(c)
+    for mode in ("keyword", "vector", "hybrid"):
+        assert set(cx.recall("deploy", mode=mode).uris) <= {a, b}
+        only = cx.recall("deploy", mode=mode, where=cg.Q.type(cg.Event))
+        assert [u.id for u in only.uris] == [b.id]
+        assert cx.recall("deploy", mode=mode, where=cg.Q.ns("docs")).uris == []
+    seq = cx.seq
+    cx.recall("deploy", k=1)
+    assert cx.seq == seq
+    hit = cx.recall("deploy", k=1, late_binding=True)
+    assert [(e.op, e.fields["ids"]) for e in cx.journal(since=seq)] == [
+        ("access", [hit.uris[0].id])
+    ]
+
+
+def test_expansion_lifts_neighbours_and_source_of_attaches_code(cx: cg.Cortex) -> None:
+    """In hybrid mode a 1-hop neighbour of a hit that neither channel found is returned via
+    that hit at 0.7 of its score; an ArtifactRef linked by source_of is attached to the
+    Fact it describes, not returned as a neighbour."""
+    fact = cx.write(cg.Fact(text="the retry helper backs off exponentially"))
+    near = cx.write(cg.Pattern(text="wrap flaky network calls"))
+    code = cx.write(
+        cg.ArtifactRef(text="retry.py", path="src/retry.py", content="def retry(): ...")
+    )
+    cx.add_edge(fact, near, "relates_to")
+    cx.add_edge(code, fact, "source_of")
+    result = cx.recall("retry helper exponential backoff", k=5, mode="hybrid")
+    by_id = {hit.uri.id: hit for hit in result}
+    top = result[0]
+    assert top.uri.id == fact.id
+    assert [r.uri.id for r in top.attached] == [code.id]
+    lifted = by_id[near.id]
+    assert lifted.via is not None and lifted.via.id == fact.id
+    assert lifted.score == pytest.approx(0.7 * top.score)
+    no_expansion = cx.recall("retry helper exponential backoff", k=5, expand=False)
+    assert near.id not in {hit.uri.id for hit in no_expansion} or (
+        no_expansion[[h.uri.id for h in no_expansion].index(near.id)].via is None
+    )
+
+
+def test_fusion_and_expansion_functions() -> None:
+    """Score fusion scales each channel to 0..1 and averages; RRF sums 1/(60 + rank);
+    expansion takes the max of own score and 0.7 x the hit's, without cascading."""
+    fused = fuse_scores({"keyword": {1: 10.0, 2: 5.0, 3: 0.0}, "vector": {2: 0.9, 4: 0.5}})
+    assert fused == {1: 0.5, 2: 0.75, 3: 0.0, 4: 0.0}
+    assert fuse({"keyword": [1, 2], "vector": [2]}) == {
+        1: 1 / 61, 2: 1 / 62 + 1 / 61}
+    raised = expand({1: 1.0, 2: 0.9, 3: 0.5}, [1, 2], {1: [3, 4], 2: [4], 4: [5]})
+    assert raised == {3: (0.7, 1), 4: (0.7, 1)}
+    assert embed_text(cg.Event(text="hi", speaker="Ann"), "chat") == "[event] [chat] Ann: hi"
+
+
+def test_embedder_is_recorded_and_a_different_one_is_refused(tmp_path: Path) -> None:
+    """The embedder's name and dimension are recorded at creation; opening with another
+    is a ValidationError naming ``embedder`` unless reembed=True, which switches to it and
+    builds its own index."""
+    with cg.open(tmp_path, "a", embedder=HashEmbedder(64)) as cx:
+        cx.write(cg.Fact(text="alpha beta"))
+        assert cx.recall("alpha", mode="vector").uris
+    with cg.open(tmp_path, "a") as cx:
+        assert cx.embedder.name == "hash-v1-64"
+    with pytest.raises(cg.ValidationError) as info:
+        cg.open(tmp_path, "a", embedder=HashEmbedder(128))
+    assert info.value.field == "embedder"
+    with cg.open(tmp_path, "a", embedder=HashEmbedder(128), reembed=True) as cx:
+        assert cx.embedder.name == "hash-v1-128"
+        assert cx.recall("alpha", mode="vector").uris
+    with cg.open(tmp_path, "a") as cx:
+        assert cx.embedder.dim == 128
+
+
+def test_deleting_the_index_restores_identical_results(tmp_path: Path) -> None:
+    """Deleting the vector index files and reopening rebuilds an index (from the emb
+    cache) that gives identical results."""
+    with cg.open(tmp_path, "a", sync=False) as cx:
+        for i in range(300):
+            cx.write(cg.Fact(text=f"{WORDS[i % 15]} {WORDS[(i * 7) % 15]} note {i}"), at=T0)
+        before = [cx.recall(w, k=10, mode="vector").uris for w in WORDS]
+    shutil.rmtree(tmp_path / "a" / "vectors")
+    with cg.open(tmp_path, "a") as cx:
+        after = [cx.recall(w, k=10, mode="vector").uris for w in WORDS]
+        assert cx._vector_state().index.status in ("missing", "new")
+    assert after == before
+
+
+@pytest.mark.parametrize("kill_after", [0.6, 1.2, 2.0])
+def test_sigkill_during_writes_leaves_index_and_postings_agreeing(
+    tmp_path: Path, kill_after: float
+) -> None:
+    """A writer that writes batches and recalls (so the index is saved at some watermark)
+    is killed with SIGKILL; on reopen, keyword and vector results equal those of a store
+    rebuilt from the journal with a fresh index, and the postings survive a rebuild
+    byte for byte."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "recall_writer.py"), str(tmp_path)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the writer is running
+    time.sleep(kill_after)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    with cg.open(tmp_path, "a") as cx:
+        queries = WORDS[:6]
+        got = [(cx.recall(q, k=10, mode="vector").uris, cx.recall(q, k=10, mode="keyword").uris)
+               for q in queries]
+        digests = cx.table_digests()
+        cx.rebuild()
+        assert cx.table_digests()["postings"] == digests["postings"]
+    shutil.rmtree(tmp_path / "a" / "vectors")
+    with cg.open(tmp_path, "a") as cx:
+        fresh = [(cx.recall(q, k=10, mode="vector").uris,
+                  cx.recall(q, k=10, mode="keyword").uris) for q in queries]
+    assert got == fresh
+
+
+def test_hash_embedder_recall_is_deterministic_across_processes(tmp_path: Path) -> None:
+    """The same store and query give the same hybrid ranking in two processes with
+    different PYTHONHASHSEED (the default embedder is bit-exact)."""
+    script = (
+        "import sys, cortexgraph as cg\n"
+        "with cg.open(sys.argv[1], 'a', sync=False) as cx:\n"
+        "    if not cx.seq:\n"
+        "        for i in range(50):\n"
+        f"            words = {WORDS!r}\n"
+        "            cx.write(cg.Fact(text=' '.join(words[j % 15] for j in range(i, i+4))),at=1)\n"
+        "    print([str(u) for u in cx.recall('deploy pipeline cache', k=10, now=5).uris])\n"
+    )
+    outs = []
+    for seed in ("0", "4242"):
+        shutil.rmtree(tmp_path / "a" / "vectors", ignore_errors=True)
+        out = subprocess.run([sys.executable, "-c", script, str(tmp_path)], check=True,
+                             capture_output=True, text=True,
+                             env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        outs.append(out)
+    assert outs[0] == outs[1] and "cx://" in outs[0]
+
+
+def test_bad_recall_arguments(cx: cg.Cortex) -> None:
+    """Bad arguments raise ValidationError naming the field and journal nothing."""
+    cx.write(cg.Fact(text="x"))
+    for kwargs, field in [({"k": 0}, "k"), ({"mode": "fuzzy"}, "mode"),
+                          ({"fusion": "max"}, "fusion"), ({"where": "fact"}, "where")]:
+        with pytest.raises(cg.ValidationError) as info:
+            cx.recall("x", **kwargs)
+        assert info.value.field == field
+    with pytest.raises(cg.ValidationError) as info:
+        cx.recall("   ")
+    assert info.value.field == "text"
+    assert np.isfinite(cx.recall("x")[0].score)
