@@ -48,7 +48,9 @@ from .errors import (
     VerificationError,
     VersionConflictError,
 )
+from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
 from .find import FindResult, Hit
+from .recall import RecallHit, RecallResult
 from .replay import ActorReport, VerifyReport, verify
 
 __version__ = "0.1.0"
@@ -68,6 +70,7 @@ __all__ = [
     "CortexError",
     "DEFAULT_WEIGHTS",
     "Edge",
+    "Embedder",
     "Entry",
     "Event",
     "FACTOR_NAMES",
@@ -75,8 +78,11 @@ __all__ = [
     "Fact",
     "FindResult",
     "Goal",
+    "HashEmbedder",
     "Hit",
+    "HttpEmbedder",
     "LearnWeights",
+    "LocalEmbedder",
     "ManualClock",
     "Memory",
     "MemoryProof",
@@ -88,6 +94,8 @@ __all__ = [
     "Q",
     "RELATIONS",
     "ReadOnlyError",
+    "RecallHit",
+    "RecallResult",
     "Record",
     "SnapshotManifest",
     "Source",
