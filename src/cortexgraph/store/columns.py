@@ -31,7 +31,7 @@ import numpy.typing as npt
 from ..core.codec import decode_unchecked
 from ..core.journal import HEAD_OPS
 from ..core.keys import seq_key
-from ..core.query import Atom, Plan
+from ..core.query import Atom, Plan, Predicate, plan
 from ..core.salience import HALF_LIFE_DAYS, HUB_ACCESS_COUNT, HUB_CENTRALITY, cold_score
 from ..core.salience import salience_factors as exact_factors
 from ..core.signals import (
@@ -66,6 +66,8 @@ for _name, _code in _TYPE_CODE.items():
 _MARGIN = 4.0
 #: a catch-up longer than this many entries rebuilds from a scan instead
 _CATCH_UP_LIMIT = 20_000
+#: the most query plans kept per seq
+_PLAN_CACHE = 1_024
 
 _COLUMNS: dict[str, Any] = {
     "type": np.uint8,
@@ -100,6 +102,7 @@ class ColumnIndex:
         self.ns_names: list[str] = []
         self.postings: dict[tuple[str, Any], set[int]] = {}
         self._arrays: dict[tuple[str, Any], Rows] = {}
+        self._plans: dict[Predicate, tuple[int, Plan]] = {}
         self.max_access = 0
         self.max_indeg = 0
         self.weights: tuple[int, ...] = ()
@@ -119,6 +122,7 @@ class ColumnIndex:
             self.max_access = max_access(txn)
             self.max_indeg = max_in_degree(txn)
             self.weights = read_weights(txn)
+            self._plans = {}
             self.seq = last
 
     def _build(self, txn: ReadTxn) -> None:
@@ -213,6 +217,21 @@ class ColumnIndex:
         """How many memories the posting list of an indexed atom holds."""
         return len(self.postings.get((atom.kind, atom.value), ()))
 
+    def plan(self, predicate: Predicate) -> Plan:
+        """``core.query.plan`` of ``predicate`` against these posting lists.
+
+        Plans are a function of the predicate and the posting-list sizes, so they are kept
+        until the columns move to another seq (at most ``_PLAN_CACHE`` of them).
+        """
+        seq = self.seq
+        cached = self._plans.get(predicate)
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        made = plan(predicate, self.size)
+        if len(self._plans) < _PLAN_CACHE:
+            self._plans[predicate] = (seq, made)
+        return made
+
     def _posting(self, atom: Atom) -> Rows:
         key = (atom.kind, atom.value)
         array = self._arrays.get(key)
@@ -267,17 +286,30 @@ class ColumnIndex:
 
     # -- ordering ----------------------------------------------------------------------------
 
-    def ordered(self, rows: Rows, order_by: str, now: int) -> Iterator[int]:
-        """The rows in the order ``order_by``, ties by memory id; lazily, best first."""
+    def ordered(
+        self,
+        rows: Rows,
+        order_by: str,
+        now: int,
+        *,
+        first: int = 16,
+        scores: dict[int, int] | None = None,
+    ) -> Iterator[int]:
+        """The rows in the order ``order_by``, ties by memory id; lazily, best first.
+
+        ``first`` is how many rows the caller expects to read (more cost a second, larger
+        round). For ``"salience"``, the exact score of every row it computed is left in
+        ``scores`` (row -> score at ``now``), so the caller need not compute it again.
+        """
         if order_by == "salience":
-            yield from self._by_salience(rows, now)
+            yield from self._by_salience(rows, now, max(first, 1), {} if scores is None else scores)
             return
         column = {"recent": "at", "priority": "priority", "confidence": "confidence"}[order_by]
-        yield from self._by_column(rows, self.cols[column][rows])
+        yield from self._by_column(rows, self.cols[column][rows], max(first, 1))
 
-    def _by_column(self, rows: Rows, key: npt.NDArray[Any]) -> Iterator[int]:
+    def _by_column(self, rows: Rows, key: npt.NDArray[Any], first: int) -> Iterator[int]:
         """Exact order by a column: sort only a pool that must hold the top ``want``."""
-        want = 16
+        want = first
         done = 0
         while done < len(rows):
             if want >= len(rows):
@@ -346,20 +378,21 @@ class ColumnIndex:
         )
         return cold_score(factors, self.weights)
 
-    def _by_salience(self, rows: Rows, now: int) -> Iterator[int]:
+    def _by_salience(
+        self, rows: Rows, now: int, first: int, scores: dict[int, int]
+    ) -> Iterator[int]:
         """Exact salience order without scoring every row exactly.
 
         With approximate scores A within m of the exact ones E: if t is the k-th largest
         A, every row whose E could reach the k-th largest E has A >= t - 2m. So the exact
-        order of that pool starts with the exact top k. k grows 16, 64, 256, ... as the
-        caller keeps reading.
+        order of that pool starts with the exact top k. k grows ``first``, 4 x ``first``,
+        16 x ``first``, ... as the caller keeps reading.
         """
         if not len(rows):
             return
         approx = self._approx_salience(rows, now)
-        want = 16
+        want = first
         done = 0
-        scores: dict[int, int] = {}
         while done < len(rows):
             if want >= len(rows):
                 pool = rows.tolist()
