@@ -81,6 +81,8 @@ _COLUMNS: dict[str, Any] = {
     "indeg": np.int64,
     "idkey": np.uint64,
 }
+#: the columns copied from the attributes rows (the rest: access, in-degree, id key)
+_ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "ns")
 
 
 class ColumnIndex:
@@ -126,9 +128,54 @@ class ColumnIndex:
             self.seq = last
 
     def _build(self, txn: ReadTxn) -> None:
+        """Load every attributes row: the state ``_set_attrs`` would leave, row by row.
+
+        Built in bulk (Python lists, then one array per column, and posting lists made
+        sets at the end) because numpy scalar stores cost about as much as decoding a row.
+        """
         self._reset()
+        ids, row_of, tags_of = self.ids, self.row_of, self._tags
+        ns_code, ns_names = self.ns_code, self.ns_names
+        values: dict[str, list[Any]] = {name: [] for name in _ATTR_COLUMNS}
+        types, statuses, pinned, priorities, confidences, ats, nss = (
+            values[name] for name in _ATTR_COLUMNS
+        )
+        postings: dict[tuple[str, Any], list[int]] = {}
         for key, value in txn.iter_items("salience", ATTRS):
-            self._set_attrs(bytes(key[1:]), AttrsRow.decode(value))
+            memory_id = bytes(key[1:])
+            attrs = AttrsRow.decode(value)
+            new = len(ids)
+            ids.append(memory_id)
+            row_of[memory_id] = new
+            tags_of.append(attrs.tags)
+            code = ns_code.get(attrs.ns)
+            if code is None:
+                code = ns_code[attrs.ns] = len(ns_names)
+                ns_names.append(attrs.ns)
+            types.append(_TYPE_CODE[attrs.type_name])
+            statuses.append(_STATUS_CODE[attrs.status])
+            pinned.append(attrs.pinned)
+            priorities.append(attrs.priority)
+            confidences.append(attrs.confidence)
+            ats.append(attrs.at)
+            nss.append(code)
+            postings.setdefault(("type", attrs.type_name), []).append(new)
+            for tag in attrs.tags:
+                postings.setdefault(("tag", tag), []).append(new)
+            if attrs.status != "active":
+                postings.setdefault(("status", attrs.status), []).append(new)
+        count = len(ids)
+        capacity = len(self.cols["type"])
+        while capacity < count:  # the capacity _set_attrs would have doubled to
+            capacity *= 2
+        cols = self.cols = {
+            name: np.zeros(capacity, dtype=dtype) for name, dtype in _COLUMNS.items()
+        }
+        for name in _ATTR_COLUMNS:
+            cols[name][:count] = np.asarray(values[name], dtype=_COLUMNS[name])
+        heads = b"".join(memory_id[:8] for memory_id in ids)
+        cols["idkey"][:count] = np.frombuffer(heads, dtype=">u8")
+        self.postings = {key: set(rows) for key, rows in postings.items()}
         for prefix, column in ((ACCESS, self.cols["access"]), (DEGREE, self.cols["indeg"])):
             for key, value in txn.iter_items("salience", prefix):
                 row = self.row_of.get(bytes(key[1:]))
