@@ -38,6 +38,15 @@ def environment(n: int, root: Path) -> dict[str, Any]:
     }
 
 
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) by linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
 def markdown_table(header: Sequence[str], cells: Sequence[Sequence[str]], numeric: set[int]) -> str:
     """A Markdown table with the ``numeric`` columns right-aligned."""
     widths = [max(len(line[i]) for line in (header, *cells)) for i in range(len(header))]

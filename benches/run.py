@@ -2,14 +2,17 @@
 
 Usage (``make bench`` runs the first)::
 
-    .venv/bin/python benches/run.py                        # both suites, two tables
+    .venv/bin/python benches/run.py                        # every suite, one table each
     .venv/bin/python benches/run.py --suite store          # only the store table
     .venv/bin/python benches/run.py --suite merkle         # only the Merkle table
+    .venv/bin/python benches/run.py --suite query          # only the query tables
     .venv/bin/python benches/run.py --n 20000 --json
     .venv/bin/python benches/run.py --dir /mnt/ssd/tmp     # where the stores live
 
 The ``store`` suite is described below; the ``merkle`` suite (writes with and without Merkle
-maintenance, replay, proofs) lives in ``benches/merkle.py``, which also runs on its own.
+maintenance, replay, proofs) lives in ``benches/merkle.py``, and the ``query`` suite
+(``find`` against SQLite, ``traverse``, ``attest``, a profile of ``find``) in
+``benches/query.py``; both also run on their own.
 
 What the store suite measures, each next to a raw py-lmdb baseline run in the same process
 (see ``benches/README.md`` for the figures on one machine):
@@ -50,7 +53,8 @@ from typing import Any
 
 import cortexgraph as cg
 import merkle
-from _report import environment, markdown_table, progress
+import query
+from _report import environment, markdown_table, percentile, progress
 from _workload import (
     ACTOR,
     BASE_AT,
@@ -78,15 +82,6 @@ TARGET_SINGLE_RATIO = 1.5  # x a raw commit, at most
 TARGET_RESOLVE_US = 20.0  # µs, at most
 
 _clock = time.perf_counter
-
-
-def percentile(values: Sequence[float], p: float) -> float:
-    """The ``p``-th percentile (0-100) by linear interpolation between closest ranks."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
 # -- measurements -------------------------------------------------------------------------
@@ -303,17 +298,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--suite",
-        choices=("store", "merkle", "all"),
+        choices=("store", "merkle", "query", "all"),
         default="all",
         help="store: writes and resolve against raw LMDB; merkle: Merkle maintenance,"
-        " replay and proofs (benches/merkle.py); all: both (default)",
+        " replay and proofs (benches/merkle.py); query: find against SQLite, traverse,"
+        " attest (benches/query.py); all: every suite (default)",
     )
     parser.add_argument(
         "--n",
         type=int,
         default=100_000,
         help="memories in the resolve store; for the merkle suite, memories in the prefilled"
-        " store and entries in the replay journal (default 100000)",
+        " store and entries in the replay journal; for the query suite, memories in the"
+        " query store (default 100000)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -322,10 +319,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be positive")
-    if args.suite != "store" and args.n < 100:
+    if args.suite in ("merkle", "all") and args.n < 100:
         parser.error("--n must be at least 100 for the merkle suite")
+    if args.suite in ("query", "all") and args.n < 1_000:
+        parser.error("--n must be at least 1000 for the query suite")
     rows: list[dict[str, Any]] | None = None
     merkle_rows: list[dict[str, Any]] | None = None
+    query_result: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="cortexgraph-bench-", dir=args.dir) as tmp:
         root = Path(tmp)
         info = environment(args.n, root)
@@ -340,6 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             # The resolve store holds the workload merkle.build_store makes: reuse it.
             prefilled = root / "resolve" if rows is not None else None
             merkle_rows = merkle.measure(root / "merkle", args.n, prefilled=prefilled)
+        if args.suite in ("query", "all"):
+            (root / "query").mkdir()
+            query_result = query.measure(root / "query", args.n)
     info["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     progress("done")
     if args.json:
@@ -348,6 +351,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             out["rows"] = rows
         if merkle_rows is not None:
             out["merkle_rows"] = merkle_rows
+        if query_result is not None:
+            out["query"] = query_result
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     print(
@@ -367,6 +372,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f" replay journal of {args.n:,} entries"
         )
         print(merkle.format_table(merkle_rows))
+    if query_result is not None:
+        print()
+        print(query.header_lines(info, query_result)[1])
+        query.print_result(query_result)
     return 0
 
 

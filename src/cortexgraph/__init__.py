@@ -33,6 +33,7 @@ from .core.taxonomy import (
 )
 from .core.uri import MemoryURI
 from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
+from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
 from .errors import (
     AlreadyOpenError,
     BatchNoJournalError,
@@ -48,7 +49,6 @@ from .errors import (
     VerificationError,
     VersionConflictError,
 )
-from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
 from .find import FindResult, Hit
 from .recall import RecallHit, RecallResult
 from .replay import ActorReport, VerifyReport, verify

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, overload
 import attrs
 
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
-from .core.query import Predicate, check_bounded, check_order, check_predicate, plan
+from .core.query import Predicate, check_bounded, check_order, check_predicate
 from .core.state import HeadState, Record
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
@@ -119,11 +119,13 @@ def run_find(
     used = 0
     with cx._env.read() as txn:
         index.refresh(txn)
-        query_plan = plan(predicate, index.size)
+        query_plan = index.plan(predicate)
         rows = index.select(query_plan)
-        for row in index.ordered(rows, order_by, now):
-            if limit is not None and len(hits) >= limit:
-                break
+        scores: dict[int, int] = {}
+        # The walk reads at most ``limit`` rows (it stops as soon as it has them), so the
+        # first round of ordering need not rank more than that.
+        first = 16 if limit is None else min(limit, 16)
+        for row in index.ordered(rows, order_by, now, first=first, scores=scores):
             memory_id = index.ids[row]
             raw = txn.get("heads", memory_id)
             if raw is None:
@@ -140,7 +142,12 @@ def run_find(
             if budget_tokens is not None and used + tokens > budget_tokens:
                 break
             used += tokens
-            hits.append(Hit(uri, record, text, tokens, index.exact_score(row, now)))
+            score = scores.get(row)
+            if score is None:
+                score = index.exact_score(row, now)
+            hits.append(Hit(uri, record, text, tokens, score))
+            if limit is not None and len(hits) >= limit:
+                break
         seq = index.seq
     if late_binding and hits:
         cx._record_access([hit.uri for hit in hits], at=now)

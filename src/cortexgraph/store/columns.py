@@ -32,7 +32,7 @@ from ..core.codec import decode_unchecked
 from ..core.journal import HEAD_OPS
 from ..core.keys import seq_key
 from ..core.postings import FORWARD, posting_prefix, read_forward, read_stats
-from ..core.query import DNF, Atom, Plan
+from ..core.query import DNF, Atom, Plan, Predicate, plan
 from ..core.salience import HALF_LIFE_DAYS, HUB_ACCESS_COUNT, HUB_CENTRALITY, cold_score
 from ..core.salience import salience_factors as exact_factors
 from ..core.signals import (
@@ -68,6 +68,8 @@ for _name, _code in _TYPE_CODE.items():
 _MARGIN = 4.0
 #: a catch-up longer than this many entries rebuilds from a scan instead
 _CATCH_UP_LIMIT = 20_000
+#: the most query plans kept per seq
+_PLAN_CACHE = 1_024
 
 _COLUMNS: dict[str, Any] = {
     "type": np.uint8,
@@ -105,6 +107,10 @@ class _Terms:
             self.pending = []
 
 
+#: the columns copied from the attributes rows (the rest: access, in-degree, id key, ...)
+_ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "ns")
+
+
 class ColumnIndex:
     """Columns and posting lists over every memory, for one open handle."""
 
@@ -124,6 +130,7 @@ class ColumnIndex:
         self.ns_names: list[str] = []
         self.postings: dict[tuple[str, Any], set[int]] = {}
         self._arrays: dict[tuple[str, Any], Rows] = {}
+        self._plans: dict[Predicate, tuple[int, Plan]] = {}
         self.max_access = 0
         self.max_indeg = 0
         self.weights: tuple[int, ...] = ()
@@ -144,12 +151,58 @@ class ColumnIndex:
             self.max_access = max_access(txn)
             self.max_indeg = max_in_degree(txn)
             self.weights = read_weights(txn)
+            self._plans = {}
             self.seq = last
 
     def _build(self, txn: ReadTxn) -> None:
+        """Load every attributes row: the state ``_set_attrs`` would leave, row by row.
+
+        Built in bulk (Python lists, then one array per column, and posting lists made
+        sets at the end) because numpy scalar stores cost about as much as decoding a row.
+        """
         self._reset()
+        ids, row_of, tags_of = self.ids, self.row_of, self._tags
+        ns_code, ns_names = self.ns_code, self.ns_names
+        values: dict[str, list[Any]] = {name: [] for name in _ATTR_COLUMNS}
+        types, statuses, pinned, priorities, confidences, ats, nss = (
+            values[name] for name in _ATTR_COLUMNS
+        )
+        postings: dict[tuple[str, Any], list[int]] = {}
         for key, value in txn.iter_items("salience", ATTRS):
-            self._set_attrs(bytes(key[1:]), AttrsRow.decode(value))
+            memory_id = bytes(key[1:])
+            attrs = AttrsRow.decode(value)
+            new = len(ids)
+            ids.append(memory_id)
+            row_of[memory_id] = new
+            tags_of.append(attrs.tags)
+            code = ns_code.get(attrs.ns)
+            if code is None:
+                code = ns_code[attrs.ns] = len(ns_names)
+                ns_names.append(attrs.ns)
+            types.append(_TYPE_CODE[attrs.type_name])
+            statuses.append(_STATUS_CODE[attrs.status])
+            pinned.append(attrs.pinned)
+            priorities.append(attrs.priority)
+            confidences.append(attrs.confidence)
+            ats.append(attrs.at)
+            nss.append(code)
+            postings.setdefault(("type", attrs.type_name), []).append(new)
+            for tag in attrs.tags:
+                postings.setdefault(("tag", tag), []).append(new)
+            if attrs.status != "active":
+                postings.setdefault(("status", attrs.status), []).append(new)
+        count = len(ids)
+        capacity = len(self.cols["type"])
+        while capacity < count:  # the capacity _set_attrs would have doubled to
+            capacity *= 2
+        cols = self.cols = {
+            name: np.zeros(capacity, dtype=dtype) for name, dtype in _COLUMNS.items()
+        }
+        for name in _ATTR_COLUMNS:
+            cols[name][:count] = np.asarray(values[name], dtype=_COLUMNS[name])
+        heads = b"".join(memory_id[:8] for memory_id in ids)
+        cols["idkey"][:count] = np.frombuffer(heads, dtype=">u8")
+        self.postings = {key: set(rows) for key, rows in postings.items()}
         for prefix, column in ((ACCESS, self.cols["access"]), (DEGREE, self.cols["indeg"])):
             for key, value in txn.iter_items("salience", prefix):
                 row = self.row_of.get(bytes(key[1:]))
@@ -255,6 +308,21 @@ class ColumnIndex:
     def size(self, atom: Atom) -> int:
         """How many memories the posting list of an indexed atom holds."""
         return len(self.postings.get((atom.kind, atom.value), ()))
+
+    def plan(self, predicate: Predicate) -> Plan:
+        """``core.query.plan`` of ``predicate`` against these posting lists.
+
+        Plans are a function of the predicate and the posting-list sizes, so they are kept
+        until the columns move to another seq (at most ``_PLAN_CACHE`` of them).
+        """
+        seq = self.seq
+        cached = self._plans.get(predicate)
+        if cached is not None and cached[0] == seq:
+            return cached[1]
+        made = plan(predicate, self.size)
+        if len(self._plans) < _PLAN_CACHE:
+            self._plans[predicate] = (seq, made)
+        return made
 
     def _posting(self, atom: Atom) -> Rows:
         key = (atom.kind, atom.value)
@@ -391,17 +459,30 @@ class ColumnIndex:
 
     # -- ordering ----------------------------------------------------------------------------
 
-    def ordered(self, rows: Rows, order_by: str, now: int) -> Iterator[int]:
-        """The rows in the order ``order_by``, ties by memory id; lazily, best first."""
+    def ordered(
+        self,
+        rows: Rows,
+        order_by: str,
+        now: int,
+        *,
+        first: int = 16,
+        scores: dict[int, int] | None = None,
+    ) -> Iterator[int]:
+        """The rows in the order ``order_by``, ties by memory id; lazily, best first.
+
+        ``first`` is how many rows the caller expects to read (more cost a second, larger
+        round). For ``"salience"``, the exact score of every row it computed is left in
+        ``scores`` (row -> score at ``now``), so the caller need not compute it again.
+        """
         if order_by == "salience":
-            yield from self._by_salience(rows, now)
+            yield from self._by_salience(rows, now, max(first, 1), {} if scores is None else scores)
             return
         column = {"recent": "at", "priority": "priority", "confidence": "confidence"}[order_by]
-        yield from self._by_column(rows, self.cols[column][rows])
+        yield from self._by_column(rows, self.cols[column][rows], max(first, 1))
 
-    def _by_column(self, rows: Rows, key: npt.NDArray[Any]) -> Iterator[int]:
+    def _by_column(self, rows: Rows, key: npt.NDArray[Any], first: int) -> Iterator[int]:
         """Exact order by a column: sort only a pool that must hold the top ``want``."""
-        want = 16
+        want = first
         done = 0
         while done < len(rows):
             if want >= len(rows):
@@ -442,9 +523,16 @@ class ColumnIndex:
         life = np.where(cols["pinned"][rows], 0.0, life)
         hub = (access > HUB_ACCESS_COUNT) | (centrality > HUB_CENTRALITY)
         life = np.where(hub, life * 2, life)
-        age = np.maximum(now - cols["at"][rows], 0).astype(np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            recency = np.where(life > 0, np.power(0.5, age / np.where(life > 0, life, 1.0)), 1.0)
+        # Only decaying rows need 0.5 ** (age / life); the others are 1. Computing it for
+        # every row (age / 1.0 for stable types) costs more than the rest of the scoring:
+        # pow underflows slowly for exponents in the millions. exp2(-x) is 0.5 ** x to
+        # within an ulp, far inside _MARGIN.
+        recency = np.ones(len(rows), dtype=np.float64)
+        decaying = life > 0
+        if decaying.any():
+            aged = rows[decaying]
+            age = np.maximum(now - cols["at"][aged], 0).astype(np.float64)
+            recency[decaying] = np.exp2(-age / life[decaying])
         total = (
             weights[0] * cols["confidence"][rows]
             + weights[1] * (cols["priority"][rows] / 10)
@@ -470,20 +558,21 @@ class ColumnIndex:
         )
         return cold_score(factors, self.weights)
 
-    def _by_salience(self, rows: Rows, now: int) -> Iterator[int]:
+    def _by_salience(
+        self, rows: Rows, now: int, first: int, scores: dict[int, int]
+    ) -> Iterator[int]:
         """Exact salience order without scoring every row exactly.
 
         With approximate scores A within m of the exact ones E: if t is the k-th largest
         A, every row whose E could reach the k-th largest E has A >= t - 2m. So the exact
-        order of that pool starts with the exact top k. k grows 16, 64, 256, ... as the
-        caller keeps reading.
+        order of that pool starts with the exact top k. k grows ``first``, 4 x ``first``,
+        16 x ``first``, ... as the caller keeps reading.
         """
         if not len(rows):
             return
         approx = self._approx_salience(rows, now)
-        want = 16
+        want = first
         done = 0
-        scores: dict[int, int] = {}
         while done < len(rows):
             if want >= len(rows):
                 pool = rows.tolist()
