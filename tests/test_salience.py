@@ -35,6 +35,8 @@ from cortexgraph.core.salience import (
     learn_weights,
     recency,
     salience_factors,
+    trusted_cold_score,
+    trusted_salience_factors,
 )
 from cortexgraph.core.taxonomy import MEMORY_TYPES, LearnWeights
 from cortexgraph.errors import ValidationError
@@ -635,3 +637,30 @@ def test_salience_factors_rejects_bad_memory_fields() -> None:
     with pytest.raises(ValidationError) as caught:
         memory_factors(confidence=1.01)
     assert caught.value.field == "confidence"
+
+
+@given(
+    type_name=st.sampled_from(sorted(HALF_LIFE_DAYS)),
+    confidence=st.floats(0.0, 1.0),
+    priority=st.integers(1, 10),
+    pinned=st.booleans(),
+    degrees=st.tuples(st.integers(0, 50), st.integers(0, 50)).map(sorted),
+    accesses=st.tuples(st.integers(0, 50), st.integers(0, 50)).map(sorted),
+    age_ms=st.integers(-(10**9), 10**12),
+    weights=st.sampled_from([DEFAULT_WEIGHTS, (20_000, 20_000, 20_000, 20_000, 920_000)]),
+)
+def test_trusted_path_equals_the_checked_one(
+    type_name: str, confidence: float, priority: int, pinned: bool, degrees: list[int],
+    accesses: list[int], age_ms: int, weights: tuple[int, ...],
+) -> None:
+    """The unchecked fast path the query layer uses gives exactly the factors and score of
+    the checked functions, for every valid input."""
+    checked = salience_factors(
+        type_name=type_name, confidence=confidence, priority=priority, pinned=pinned,
+        in_degree=degrees[0], max_in_degree=degrees[1], access_count=accesses[0],
+        max_access=accesses[1], age_ms=age_ms,
+    )
+    fast = trusted_salience_factors(type_name, confidence, priority, pinned, degrees[0],
+                                    degrees[1], accesses[0], accesses[1], age_ms)
+    assert fast == checked
+    assert trusted_cold_score(fast, weights) == cold_score(checked, weights)

@@ -84,6 +84,32 @@ class FindResult(Sequence[Hit]):
         return [hit.uri for hit in self.hits]
 
 
+#: rendered forms by (pinned URI, status, head, latest, form): a version's rendering never
+#: changes, and a hot query renders the same records again and again
+_RENDERED: dict[tuple[str, str, int, int, str], str] = {}
+_TOKENS: dict[str, int] = {}
+_CACHE_LIMIT = 8192
+
+
+def _render(record: Record, form: str) -> str:
+    key = (str(record.uri), record.status, record.head, record.latest, form)
+    text = _RENDERED.get(key)
+    if text is None:
+        if len(_RENDERED) >= _CACHE_LIMIT:
+            _RENDERED.clear()
+        text = _RENDERED[key] = render(record, form)
+    return text
+
+
+def _DEFAULT_TOKENS(text: str) -> int:
+    tokens = _TOKENS.get(text)
+    if tokens is None:
+        if len(_TOKENS) >= _CACHE_LIMIT:
+            _TOKENS.clear()
+        tokens = _TOKENS[text] = estimate_tokens(text)
+    return tokens
+
+
 def run_find(
     cx: Cortex,
     where: object,
@@ -133,8 +159,8 @@ def run_find(
             head = HeadState.decode(raw)
             uri = MemoryURI.trusted(cx.actor, head.ns, memory_id, head.head)
             record = _read_record(txn, cx.actor, uri, head, head.head)
-            text = render(record, form)
-            tokens = count(text)
+            text = _render(record, form)
+            tokens = _DEFAULT_TOKENS(text) if count is estimate_tokens else count(text)
             if type(tokens) is not int or tokens < 0:
                 raise ValidationError(
                     f"the token estimator returned {tokens!r} for a hit", field="estimator"

@@ -67,6 +67,8 @@ __all__ = [
     "learn_weights",
     "recency",
     "salience_factors",
+    "trusted_cold_score",
+    "trusted_salience_factors",
 ]
 
 PPM: Final = 1_000_000
@@ -344,15 +346,57 @@ def salience_factors(
     life = half_life_ms(
         type_name, pinned=pinned, access_count=access_count, centrality=unit_centrality
     )
-    return factor_ppm(
-        (
-            unit_confidence,
-            priority / 10,
-            unit_centrality,
-            frequency(access_count, max_access),
-            recency(age_ms, life),
-        )
+    frequency(access_count, max_access)
+    recency(age_ms, life)
+    return trusted_salience_factors(
+        type_name, unit_confidence, priority, pinned, in_degree, max_in_degree,
+        access_count, max_access, age_ms,
+    )  # fmt: skip
+
+
+def trusted_salience_factors(
+    type_name: str,
+    confidence: float,
+    priority: int,
+    pinned: bool,
+    in_degree: int,
+    max_in_degree: int,
+    access_count: int,
+    max_access: int,
+    age_ms: int,
+) -> tuple[int, ...]:
+    """:func:`salience_factors` for arguments already known to be valid (stored ones).
+
+    The same arithmetic, without the checks: the query layer scores stored memories with
+    it. A test holds it equal to :func:`salience_factors` on random valid arguments.
+    """
+    unit_centrality = in_degree / max_in_degree if max_in_degree else 0.0
+    if max_access == 0:
+        unit_frequency = 0.0
+    elif access_count == max_access:
+        unit_frequency = 1.0
+    else:
+        unit_frequency = math.log(1 + access_count) / math.log(1 + max_access)
+    days = HALF_LIFE_DAYS[type_name]
+    if pinned or days is None or age_ms <= 0:
+        unit_recency = 1.0
+    else:
+        life = days * DAY_MS
+        if access_count > HUB_ACCESS_COUNT or unit_centrality > HUB_CENTRALITY:
+            life *= _SCALE_FACTOR
+        unit_recency = 0.5 ** (age_ms / life)
+    return (
+        _round_ppm(float(confidence)),
+        _round_ppm(priority / 10),
+        _round_ppm(unit_centrality),
+        _round_ppm(unit_frequency),
+        _round_ppm(unit_recency),
     )
+
+
+def trusted_cold_score(factors_ppm: Sequence[int], weights: Sequence[int]) -> int:
+    """:func:`cold_score` without the checks (both arguments known to be valid)."""
+    return sum(w * f for w, f in zip(weights, factors_ppm, strict=True)) // PPM
 
 
 def cold_score(factors_ppm: Sequence[int], weights: Sequence[int]) -> int:

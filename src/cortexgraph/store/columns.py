@@ -33,8 +33,13 @@ from ..core.journal import HEAD_OPS
 from ..core.keys import seq_key
 from ..core.postings import FORWARD, posting_prefix, read_forward, read_stats
 from ..core.query import DNF, Atom, Plan, Predicate, plan
-from ..core.salience import HALF_LIFE_DAYS, HUB_ACCESS_COUNT, HUB_CENTRALITY, cold_score
-from ..core.salience import salience_factors as exact_factors
+from ..core.salience import (
+    HALF_LIFE_DAYS,
+    HUB_ACCESS_COUNT,
+    HUB_CENTRALITY,
+    trusted_cold_score,
+    trusted_salience_factors,
+)
 from ..core.signals import (
     ACCESS,
     ATTRS,
@@ -58,6 +63,7 @@ Rows = npt.NDArray[np.int64]
 
 _DAY_MS = 86_400_000
 _TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}
+_TYPE_NAME = {code: name for name, code in _TYPE_CODE.items()}
 _STATUS_CODE = {name: code for code, name in enumerate(MEMORY_STATUSES, start=1)}
 _ACTIVE = _STATUS_CODE["active"]
 #: half-life in ms by type code (0: stable)
@@ -545,18 +551,18 @@ class ColumnIndex:
     def exact_score(self, row: int, now: int) -> int:
         """The salience score of a row, computed exactly as ``core.salience`` defines it."""
         cols = self.cols
-        factors = exact_factors(
-            type_name=_type_name(int(cols["type"][row])),
-            confidence=float(cols["confidence"][row]),
-            priority=int(cols["priority"][row]),
-            pinned=bool(cols["pinned"][row]),
-            in_degree=int(cols["indeg"][row]),
-            max_in_degree=self.max_indeg,
-            access_count=int(cols["access"][row]),
-            max_access=self.max_access,
-            age_ms=now - int(cols["at"][row]),
+        factors = trusted_salience_factors(
+            _TYPE_NAME[int(cols["type"][row])],
+            float(cols["confidence"][row]),
+            int(cols["priority"][row]),
+            bool(cols["pinned"][row]),
+            int(cols["indeg"][row]),
+            self.max_indeg,
+            int(cols["access"][row]),
+            self.max_access,
+            now - int(cols["at"][row]),
         )
-        return cold_score(factors, self.weights)
+        return trusted_cold_score(factors, self.weights)
 
     def _by_salience(
         self, rows: Rows, now: int, first: int, scores: dict[int, int]
@@ -587,9 +593,6 @@ class ColumnIndex:
             yield from pool[done:end]
             done = end
             want *= 4
-
-
-_TYPE_NAME = {code: name for name, code in _TYPE_CODE.items()}
 
 
 def _type_name(code: int) -> str:
