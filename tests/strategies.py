@@ -378,6 +378,8 @@ def entries(draw: st.DrawFn, *, body_bytes: bool | None = None) -> Entry:
         fields["ids"] = sorted(draw(st.sets(memory_ids(), min_size=1, max_size=5)))
     else:
         fields["id"] = draw(memory_ids())
+        if op == "status":
+            fields["status"] = draw(st.sampled_from(["active", "archived", "pruned", "merged"]))
     memory = raw = None
     if op in ("update", "head"):
         fields["version"] = draw(st.integers(1, 2**32 - 1))

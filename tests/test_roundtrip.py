@@ -370,7 +370,7 @@ def _patched(offset: int, new: bytes) -> bytes:
         pytest.param(_patched(1, b"\x0a"), id="type 10"),
         pytest.param(_patched(1, b"\xff"), id="type 255"),
         pytest.param(_patched(2, b"\x00"), id="status 0"),
-        pytest.param(_patched(2, b"\x03"), id="status 3"),
+        pytest.param(_patched(2, b"\x06"), id="status 6"),
         pytest.param(_patched(2, b"\xff"), id="status 255"),
         pytest.param(_patched(3, (0).to_bytes(4, "big")), id="head 0"),
         pytest.param(_patched(3, (3).to_bytes(4, "big")), id="head above latest"),

@@ -40,13 +40,13 @@ from .core.graph import (
     strength_ppm,
 )
 from .core.journal import (
-    HEAD_OPS,
     MAX_ACCESS_IDS,
     Entry,
     Identity,
     apply,
     decode_entry,
     encode_entry,
+    head_ids,
     memory_id,
     type_of,
 )
@@ -999,8 +999,7 @@ class Batch:
         txn.append_entry(entry.seq, data)
         txn.apply_mutations(apply(self._cx._identity, entry, txn, trusted=True))
         txn.apply_mutations(mmr_mutations(self._cx.hash_name, txn.get, entry.seq - 1, data))
-        if entry.op in HEAD_OPS:
-            self._dirty[entry.memory_id] = None
+        self._dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
 
     def _append(self, entry: Entry) -> None:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""

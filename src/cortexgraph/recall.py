@@ -34,7 +34,7 @@ from .core.fusion import (
     fuse_scores,
 )
 from .core.graph import EdgeState, relation_name
-from .core.journal import HEAD_OPS
+from .core.journal import head_ids
 from .core.keys import seq_key
 from .core.query import Predicate, check_predicate, to_dnf
 from .core.state import HeadState, Record, VersionState
@@ -177,8 +177,7 @@ class VectorState:
             if cur.set_range(seq_key(since + 1)):
                 for _, value in cur:
                     entry = decode_unchecked(bytes(value), what="a journal entry")
-                    if entry["op"] in HEAD_OPS:
-                        todo[entry["id"]] = None
+                    todo.update(dict.fromkeys(head_ids(entry["op"], entry)))
         return todo, set()
 
     def _vectors(self, txn: ReadTxn, texts: list[str]) -> list[npt.NDArray[np.float32]]:

@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from .core.commitments import SnapshotManifest, manifest_for, mmr_mutations, roots, smt_mutations
-from .core.journal import Identity, apply, decode_entry
+from .core.journal import Identity, apply, decode_entry, head_ids
 from .core.keys import seq_from_key
 from .core.merkle import mmr_leaf_hash, mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
@@ -139,7 +139,7 @@ def _replay(
         except CorruptionError as exc:
             raise ReplayError(seq, f"journal entry {seq}: {exc}") from None
         txn.apply_mutations(mmr_mutations(hash_name, txn.get, size, data))
-        dirty[entry.memory_id] = None
+        dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
         size = seq
         if on_entry is not None:
             on_entry(seq, data)

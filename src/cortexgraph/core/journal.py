@@ -10,6 +10,7 @@ Entry layout (canonical CBOR map, text keys only)::
     update       id, version (the new version, = latest + 1), body
     head         id, version (an existing version)
     tombstone    id, reason? (omitted when empty)
+    status       id, status (a lifecycle move: archived, pruned, active again, merged)
     edge         src, dst (ids), rel (canonical relation), strength (ppm), status, origin
     unedge       src, dst, rel
     access       ids (sorted, distinct ids, all in the entry's namespace)
@@ -63,7 +64,7 @@ from .signals import (
     degree_mutations,
     weights_mutation,
 )
-from .state import HeadState, VersionState
+from .state import STATUSES, HeadState, VersionState
 from .taxonomy import (
     ORIGINS,
     LearnWeights,
@@ -78,6 +79,7 @@ from .uri import check_name
 __all__ = [
     "ENTRY_VERSION",
     "HEAD_OPS",
+    "STATUS_MOVES",
     "OPS",
     "Entry",
     "Identity",
@@ -86,13 +88,24 @@ __all__ = [
     "apply",
     "decode_entry",
     "encode_entry",
+    "head_ids",
     "memory_id",
 ]
 
 ENTRY_VERSION = 1
-OPS = ("write", "update", "head", "tombstone", "edge", "unedge", "access")
-#: ops that change a memory's head (and so its SMT leaf)
-HEAD_OPS = frozenset({"write", "update", "head", "tombstone"})
+OPS = ("write", "update", "head", "tombstone", "status", "edge", "unedge", "access")
+#: ops that change a memory's head (and so its SMT leaf); an access may too (a restore)
+HEAD_OPS = frozenset({"write", "update", "head", "tombstone", "status"})
+#: the lifecycle moves a ``status`` entry may make: (from, to)
+STATUS_MOVES = frozenset(
+    {
+        ("active", "archived"),
+        ("archived", "pruned"),
+        ("archived", "active"),
+        ("active", "merged"),
+        ("archived", "merged"),
+    }
+)
 MAX_ACCESS_IDS = 10_000
 
 _U16 = struct.Struct(">H")
@@ -108,6 +121,7 @@ _OP_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "update": (frozenset({"id", "version", "body"}), frozenset()),
     "head": (frozenset({"id", "version"}), frozenset()),
     "tombstone": (frozenset({"id"}), frozenset({"reason"})),
+    "status": (frozenset({"id", "status"}), frozenset()),
     "edge": (frozenset({"src", "dst", "rel", "strength", "status", "origin"}), frozenset()),
     "unedge": (frozenset({"src", "dst", "rel"}), frozenset()),
     "access": (frozenset({"ids"}), frozenset()),
@@ -145,6 +159,17 @@ class Entry:
         """The id of the memory the entry is about (the source, for edge ops)."""
         value: bytes = self.fields["id"] if "id" in self.fields else self.fields["src"]
         return value
+
+
+def head_ids(op: str, fields: Mapping[str, Any]) -> tuple[bytes, ...]:
+    """The memories whose head record an entry may change (and so their SMT leaves, their
+    keyword postings and their vectors): the memory of a head op, every memory an
+    ``access`` names (reading an archived memory restores it); none for edge ops."""
+    if op in HEAD_OPS:
+        return (fields["id"],)
+    if op == "access":
+        return tuple(fields["ids"])
+    return ()
 
 
 def memory_id(identity: Identity, ns: str, seq: int, body_bytes: bytes) -> bytes:
@@ -245,7 +270,7 @@ _FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
     "reason": lambda v: type(v) is str and bool(v),
     "rel": lambda v: type(v) is str and v in RELATIONS,
     "strength": lambda v: type(v) is int and 0 <= v <= PPM,
-    "status": lambda v: type(v) is str and v in EDGE_STATUSES,
+    "status": lambda v: type(v) is str and (v in EDGE_STATUSES or v in STATUSES),
     "origin": lambda v: type(v) is str and v in ORIGINS,
 }
 
@@ -399,7 +424,9 @@ def apply(
             )
         )
         out.extend(("idx", key, b"") for key in _index_keys(ns, memory, mid, entry.at))
-        row = AttrsRow.of(memory, ns=ns, status="active", at=entry.at, created_at=entry.at)
+        row = AttrsRow.of(
+            memory, ns=ns, status="active", at=entry.at, created_at=entry.at, updated_at=entry.at
+        )
         out.append(("salience", attrs_key(mid), row.encode()))
         out.extend(postings_set(view, mid, memory))
         if isinstance(memory, LearnWeights):
@@ -420,7 +447,14 @@ def apply(
         _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, latest=version, updated_at=entry.at)
         out.append(("heads", mid, head.encode()))
-        row = AttrsRow.of(memory, ns=ns, status=head.status, at=new.at, created_at=head.created_at)
+        row = AttrsRow.of(
+            memory,
+            ns=ns,
+            status=head.status,
+            at=new.at,
+            created_at=head.created_at,
+            updated_at=entry.at,
+        )
         out.append(("salience", attrs_key(mid), row.encode()))
         out.extend(postings_set(view, mid, memory if head.status == "active" else None))
     elif op == "head":
@@ -433,19 +467,57 @@ def apply(
         _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, updated_at=entry.at)
         out.append(("heads", mid, head.encode()))
-        row = AttrsRow.of(memory, ns=ns, status=head.status, at=new.at, created_at=head.created_at)
+        row = AttrsRow.of(
+            memory,
+            ns=ns,
+            status=head.status,
+            at=new.at,
+            created_at=head.created_at,
+            updated_at=entry.at,
+        )
         out.append(("salience", attrs_key(mid), row.encode()))
         out.extend(postings_set(view, mid, memory if head.status == "active" else None))
     elif op == "tombstone":
-        out.append(("idx", idx_status_key(ns, "tombstoned", mid), b""))
         reason = entry.fields.get("reason", "")
-        head = attrs.evolve(head, status="tombstoned", updated_at=entry.at, reason=reason)
-        out.append(("heads", mid, head.encode()))
-        row = attrs.evolve(_load_attrs(view, mid, entry.seq), status="tombstoned")
-        out.append(("salience", attrs_key(mid), row.encode()))
-        out.extend(postings_set(view, mid, None))
+        out.extend(_set_status(view, entry, mid, head, "tombstoned", reason=reason))
+    elif op == "status":
+        status = entry.fields["status"]
+        if (head.status, status) not in STATUS_MOVES:
+            raise CorruptionError(
+                f"journal entry {entry.seq} moves a memory from {head.status} to {status}"
+            )
+        out.extend(_set_status(view, entry, mid, head, status))
     else:  # pragma: no cover - decode_entry admits only known ops
         raise CorruptionError(f"journal entry {entry.seq} has unknown op {op!r}")
+    return out
+
+
+def _set_status(
+    view: StateView,
+    entry: Entry,
+    memory_id: bytes,
+    head: HeadState,
+    status: str,
+    *,
+    reason: str = "",
+) -> list[Mutation]:
+    """Move a memory to ``status``: head, status index key, attributes row, postings."""
+    out: list[Mutation] = []
+    ns = head.ns
+    if head.status != "active":
+        out.append(("idx", idx_status_key(ns, head.status, memory_id), None))
+    if status != "active":
+        out.append(("idx", idx_status_key(ns, status, memory_id), b""))
+    changed = attrs.evolve(head, status=status, updated_at=entry.at, reason=reason or head.reason)
+    out.append(("heads", memory_id, changed.encode()))
+    row = attrs.evolve(
+        _load_attrs(view, memory_id, entry.seq), status=status, updated_at=entry.at
+    )
+    out.append(("salience", attrs_key(memory_id), row.encode()))
+    memory = None
+    if status == "active":
+        memory = _load_version(view, memory_id, head.head, entry.seq).memory()
+    out.extend(postings_set(view, memory_id, memory))
     return out
 
 
@@ -503,13 +575,19 @@ def _apply_edge(entry: Entry, view: StateView) -> list[Mutation]:
 
 
 def _apply_access(entry: Entry, view: StateView) -> list[Mutation]:
-    """Count a late-binding read of each memory the entry names."""
+    """Count a late-binding read of each memory the entry names; an archived memory that
+    is read becomes active again."""
     ids = entry.fields["ids"]
+    out: list[Mutation] = []
     for mid in ids:
         raw = view.get("heads", mid)
-        if raw is None or HeadState.decode(raw).ns != entry.ns:
+        head = None if raw is None else HeadState.decode(raw)
+        if head is None or head.ns != entry.ns:
             raise CorruptionError(f"journal entry {entry.seq} accesses an unknown memory")
-    return access_mutations(view, ids, entry.at)
+        if head.status == "archived":
+            out.extend(_set_status(view, entry, mid, head, "active"))
+    out.extend(access_mutations(view, ids, entry.at))
+    return out
 
 
 def type_of(head: HeadState) -> type[Memory]:

@@ -81,7 +81,8 @@ def spoken_date(ms: int) -> str:
     >>> spoken_date(1_683_554_160_000)
     '8 May 2023'
     """
-    year, month, day = (int(part) for part in format_ms(ms)[:10].lstrip("+").split("-"))
+    date = format_ms(ms).split("T", 1)[0].lstrip("+")
+    year, month, day = (int(part) for part in date.split("-"))
     return f"{day} {_MONTHS[month - 1]} {year}"
 
 

@@ -12,16 +12,17 @@ Layout (``id`` is the 16-byte memory id; integers big-endian)::
 
     attributes row:
     +----+------+--------+-------+----------+------------+--------+------------+
-    | 01 | type | status | flags | priority | confidence | at     | created_at |
-    |    | u8   | u8     | u8    | u8       | f64        | u64 ms | u64 ms     |
-    +----+------+--------+-------+----------+------------+--------+------------+
+    | 01 | type | status | flags | priority | confidence | at     | created_at | updated_at |
+    |    | u8   | u8     | u8    | u8       | f64        | u64 ms | u64 ms     | u64 ms     |
+    +----+------+--------+-------+----------+------------+--------+------------+------------+
     +--------+----+------------+-----------------------------+
     | ns len | ns | tag count  | per tag: u16 len, UTF-8 tag |
     | u8     |    | u8         |                             |
     +--------+----+------------+-----------------------------+
 
-``flags`` bit 0 is ``pinned``; ``at`` is when the head version was written; tags are in
-the memory's (sorted) order. The row duplicates what ``heads`` and the head version hold,
+``flags`` bit 0 is ``pinned``; ``at`` is when the head version was written; ``updated_at``
+when an entry last changed the memory (its status included); tags are in the memory's
+(sorted) order. The row duplicates what ``heads`` and the head version hold,
 so that the in-memory query index (``store.columns``) loads from one scan of small rows
 instead of decoding every body.
 
@@ -45,6 +46,7 @@ import attrs
 
 from ..errors import CorruptionError
 from .salience import DEFAULT_WEIGHTS, salience_factors
+from .state import STATUSES
 from .taxonomy import MEMORY_TYPES, WEIGHT_COUNT, WEIGHT_TOTAL, Memory
 
 __all__ = [
@@ -65,14 +67,14 @@ __all__ = [
     "weights_mutation",
 ]
 
-#: Every status a memory can have; ``heads`` uses the first two, the lifecycle the rest.
-MEMORY_STATUSES = ("active", "tombstoned", "archived", "pruned", "merged")
+#: Every status a memory can have (``core.state.STATUSES``).
+MEMORY_STATUSES = STATUSES
 
 _STATUS_CODE = {name: code for code, name in enumerate(MEMORY_STATUSES, start=1)}
 _TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
 _TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}
 
-_ROW = struct.Struct(">BBBBBdQQB")
+_ROW = struct.Struct(">BBBBBdQQQB")
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
@@ -118,11 +120,14 @@ class AttrsRow:
     confidence: float
     at: int
     created_at: int
+    updated_at: int
     ns: str
     tags: tuple[str, ...]
 
     @classmethod
-    def of(cls, memory: Memory, *, ns: str, status: str, at: int, created_at: int) -> AttrsRow:
+    def of(
+        cls, memory: Memory, *, ns: str, status: str, at: int, created_at: int, updated_at: int
+    ) -> AttrsRow:
         return cls(
             memory.type_name,
             status,
@@ -131,6 +136,7 @@ class AttrsRow:
             memory.confidence,
             at,
             created_at,
+            updated_at,
             ns,
             memory.tags,
         )
@@ -147,6 +153,7 @@ class AttrsRow:
                 self.confidence,
                 self.at,
                 self.created_at,
+                self.updated_at,
                 len(ns),
             ),
             ns,
@@ -161,7 +168,7 @@ class AttrsRow:
     @classmethod
     def decode(cls, data: bytes) -> AttrsRow:
         try:
-            layout, type_code, status, flags, priority, confidence, at, created, ns_len = (
+            layout, type_code, status, flags, priority, confidence, at, created, updated, ns_len = (
                 _ROW.unpack_from(data)
             )
             if layout != _LAYOUT or flags > 1 or not 1 <= priority <= 10:
@@ -188,6 +195,7 @@ class AttrsRow:
                 confidence,
                 at,
                 created,
+                updated,
                 ns,
                 tuple(tags),
             )

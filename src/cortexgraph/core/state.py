@@ -18,7 +18,8 @@ range and raises :class:`~cortexgraph.errors.CorruptionError` on anything else::
 
 ``head`` is the version ``resolve`` returns for an unpinned URI; ``latest`` the highest
 version that exists (``update_head`` may move ``head`` below it). ``updated_at`` is the
-``at`` of the last entry that changed the memory. ``status`` codes: 1 active, 2 tombstoned.
+``at`` of the last entry that changed the memory. ``status`` codes: 1 active, 2 tombstoned,
+3 archived, 4 pruned, 5 merged.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from .uri import MemoryURI, check_name
 
 __all__ = ["STATUSES", "HeadState", "Record", "VersionState", "memory_from_stored"]
 
-STATUSES = ("active", "tombstoned")
+STATUSES = ("active", "tombstoned", "archived", "pruned", "merged")
 _STATUS_CODE = {name: code for code, name in enumerate(STATUSES, start=1)}
 _TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
 _TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.codec import decode_unchecked
-from ..core.journal import HEAD_OPS
+from ..core.journal import head_ids
 from ..core.keys import seq_key
 from ..core.postings import FORWARD, posting_prefix, read_forward, read_stats
 from ..core.query import DNF, Atom, Plan, Predicate, plan
@@ -234,11 +234,11 @@ class ColumnIndex:
             for _, value in cur:
                 entry = decode_unchecked(bytes(value), what="a journal entry")
                 op = entry["op"]
-                if op in HEAD_OPS:
-                    touched[entry["id"]] = None
-                    heads[entry["id"]] = entry["seq"]
-                elif op == "access":
-                    touched.update(dict.fromkeys(entry["ids"]))
+                changed = head_ids(op, entry)
+                if changed:
+                    for memory_id in changed:
+                        touched[memory_id] = None
+                        heads[memory_id] = entry["seq"]
                 else:
                     touched[entry["dst"]] = None
                 if entry["seq"] >= last:
