@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from .clock import Clock, SystemClock
+from .compact import CompactReport, autolink, run_compact
 from .core.commitments import (
     MemoryProof,
     SnapshotManifest,
@@ -104,6 +105,7 @@ def open(
     sync: bool = True,
     embedder: Embedder | None = None,
     reembed: bool = False,
+    autolink: bool = False,
 ) -> Cortex:
     """Open (or create) the memory of ``actor`` under ``root``.
 
@@ -126,6 +128,8 @@ def open(
             one is a ``ValidationError`` unless ``reembed=True``, which records the new
             one (its vector index is then built from scratch on the next recall).
         reembed: allow switching to a different embedder (see ``embedder``).
+        autolink: after each write, link the new memory to its most similar neighbours
+            from the keyword index (journaled ``relates_to`` edges; see ``compact``).
 
     Raises:
         ValidationError: a bad actor name, hash name or option.
@@ -156,7 +160,12 @@ def open(
     except BaseException:
         env.close()
         raise
-    return Cortex(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
+    if type(autolink) is not bool:
+        env.close()
+        raise ValidationError("must be True or False", field="autolink")
+    cx = Cortex(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
+    cx._autolink = autolink
+    return cx
 
 
 _EMBEDDER_KEY = b"embedder"
@@ -219,6 +228,7 @@ class Cortex:
         self._embedder = embedder
         self._embedder_spec = embedder_spec or {}
         self._vectors: VectorState | None = None
+        self._autolink = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -395,6 +405,20 @@ class Cortex:
             "attest", cited, outcome=outcome, text=text, ns=ns, at=at
         )
         return result
+
+    def compact(self, *, now: int | None = None) -> CompactReport:
+        """Forget what stopped mattering and consolidate near-duplicates, all journaled.
+
+        Active memories whose effective confidence (confidence x recency) fell below 0.3
+        and that were not read for 14 days are archived (pinned memories and hubs are
+        exempt); archived ones untouched for 30 more days are pruned. Suggested
+        ``relates_to`` edges of strength >= 0.5 (from auto-linking) are examined: a pair
+        of the same namespace and type with similarity >= 0.7 is merged into the survivor
+        (a new version; the other is ``merged`` and linked by ``derived_from``). Archived,
+        pruned and merged memories leave find, recall and context but stay resolvable;
+        reading an archived one (late binding) restores it. See ``docs/lifecycle.md``.
+        """
+        return run_compact(self, now=now)
 
     def weights(self) -> tuple[int, ...]:
         """The current salience weights in ppm, in ``FACTOR_NAMES`` order (sum 1,000,000)."""
@@ -1046,7 +1070,17 @@ class Batch:
         seq = self._next_seq
         mid = memory_id(self._cx._identity, ns, seq, body_bytes)
         self._append(Entry(seq, at, "write", ns, {"id": mid, "body": body}, memory, body_bytes))
+        if self._cx._autolink:
+            autolink(self, mid, ns, at)
         return MemoryURI.trusted(self._cx.actor, ns, mid, 1)
+
+    def _set_status(self, memory_id: bytes, status: str, *, at: int) -> MemoryURI:
+        """Journal a lifecycle move of a memory (used by ``compact``)."""
+        self._check_open()
+        head = _read_head(self._txn, _BareId(memory_id))
+        entry = Entry(self._next_seq, at, "status", head.ns, {"id": memory_id, "status": status})
+        self._append(entry)
+        return MemoryURI.trusted(self._cx.actor, head.ns, memory_id, head.head)
 
     def _mutable_head(self, ref: MemoryRef) -> tuple[MemoryURI | _BareId, HeadState]:
         self._check_open()

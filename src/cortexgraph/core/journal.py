@@ -58,9 +58,11 @@ from .keys import (
 )
 from .postings import postings_set
 from .signals import (
+    CONSOLIDATION_PPM,
     AttrsRow,
     access_mutations,
     attrs_key,
+    candidate_key,
     degree_mutations,
     weights_mutation,
 )
@@ -571,6 +573,13 @@ def _apply_edge(entry: Entry, view: StateView) -> list[Mutation]:
         is_active = state.active
     if is_active != was_active:
         out.extend(degree_mutations(view, dst, 1 if is_active else -1))
+    if rel == "relates_to":
+        candidate = (
+            entry.op == "edge"
+            and fields["status"] == "suggested"
+            and fields["strength"] >= CONSOLIDATION_PPM
+        )
+        out.append(("salience", candidate_key(src, dst), b"" if candidate else None))
     return out
 
 

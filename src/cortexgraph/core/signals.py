@@ -9,6 +9,8 @@ Layout (``id`` is the 16-byte memory id; integers big-endian)::
     b"X"             -> u32 the highest access count of any memory      (absent: 0)
     b"Y"             -> u32 the highest in-degree of any memory         (absent: 0)
     b"W"             -> 5 x u32 the learned salience weights, ppm        (absent: defaults)
+    b"k" | src | dst -> b""   a consolidation candidate: a suggested relates_to edge of
+                              strength >= 0.5 (what ``compact`` examines)
 
     attributes row:
     +----+------+--------+-------+----------+------------+--------+------------+
@@ -52,7 +54,10 @@ from .taxonomy import MEMORY_TYPES, WEIGHT_COUNT, WEIGHT_TOTAL, Memory
 __all__ = [
     "DEFAULT_WEIGHTS",
     "MEMORY_STATUSES",
+    "CANDIDATE",
+    "CONSOLIDATION_PPM",
     "AttrsRow",
+    "candidate_key",
     "access_key",
     "access_mutations",
     "attrs_key",
@@ -95,6 +100,15 @@ Mutation = tuple[str, bytes, bytes | None]
 
 class _View(Protocol):
     def get(self, table: str, key: bytes) -> bytes | None: ...
+
+
+#: a suggested ``relates_to`` edge at least this strong is a consolidation candidate
+CONSOLIDATION_PPM = 500_000
+CANDIDATE = b"k"
+
+
+def candidate_key(src: bytes, dst: bytes) -> bytes:
+    return CANDIDATE + src + dst
 
 
 def attrs_key(memory_id: bytes) -> bytes:

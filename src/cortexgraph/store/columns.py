@@ -84,6 +84,7 @@ _COLUMNS: dict[str, Any] = {
     "priority": np.int64,
     "confidence": np.float64,
     "at": np.int64,
+    "updated": np.int64,
     "ns": np.int32,
     "access": np.int64,
     "indeg": np.int64,
@@ -114,7 +115,7 @@ class _Terms:
 
 
 #: the columns copied from the attributes rows (the rest: access, in-degree, id key, ...)
-_ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "ns")
+_ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "updated", "ns")
 
 
 class ColumnIndex:
@@ -170,7 +171,7 @@ class ColumnIndex:
         ids, row_of, tags_of = self.ids, self.row_of, self._tags
         ns_code, ns_names = self.ns_code, self.ns_names
         values: dict[str, list[Any]] = {name: [] for name in _ATTR_COLUMNS}
-        types, statuses, pinned, priorities, confidences, ats, nss = (
+        types, statuses, pinned, priorities, confidences, ats, updates, nss = (
             values[name] for name in _ATTR_COLUMNS
         )
         postings: dict[tuple[str, Any], list[int]] = {}
@@ -191,6 +192,7 @@ class ColumnIndex:
             priorities.append(attrs.priority)
             confidences.append(attrs.confidence)
             ats.append(attrs.at)
+            updates.append(attrs.updated_at)
             nss.append(code)
             postings.setdefault(("type", attrs.type_name), []).append(new)
             for tag in attrs.tags:
@@ -285,6 +287,7 @@ class ColumnIndex:
         cols["priority"][row] = attrs.priority
         cols["confidence"][row] = attrs.confidence
         cols["at"][row] = attrs.at
+        cols["updated"][row] = attrs.updated_at
         cols["ns"][row] = ns
         self._tags[row] = attrs.tags
         self._post(("type", attrs.type_name), row)

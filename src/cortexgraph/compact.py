@@ -1,0 +1,267 @@
+"""``Cortex.compact`` (forgetting and consolidation) and auto-linking on write.
+
+The rules are pure (``core.lifecycle``); this module finds the memories they apply to
+without scanning everything in Python, and journals what they decide:
+
+- **Forgetting.** Candidates come from the column index: active memories that are not
+  pinned and whose head version is at least 14 days old, and archived memories untouched
+  for 30 days; ``next_status`` then decides exactly (effective confidence, hubs, last
+  access). Each move is one ``status`` entry.
+- **Consolidation.** Candidates are the suggested ``relates_to`` edges of strength >= 0.5
+  (auto-linking makes them; the ``salience`` table lists them under ``k``). For each pair
+  of active memories of the same namespace and type: the similarity is the cosine of their
+  cached embeddings when both exist, else the Jaccard similarity of their indexed terms;
+  >= 0.7 merges the other into the survivor (a new version of the survivor with the union
+  of tags and the larger confidence and priority, a ``derived_from`` edge from the survivor
+  to the other, the other's status ``merged``, the candidate edge removed); 0.5-0.7 keeps
+  the suggested edge; below 0.5 the edge keeps its new, weaker strength and stops being a
+  candidate. Never ``supersedes``, never across namespaces or types.
+- **Auto-linking** (``open(..., autolink=True)``): after a write, the memories sharing its
+  rarer indexed terms (posting lists of at most 256 memories, at most 500 candidates, same
+  namespace, active) are compared by Jaccard similarity of their terms, and the best five
+  are linked by ``link_decision``: 0.1-0.4 an active ``relates_to`` of that strength,
+  >= 0.4 a suggested one (>= 0.5: a consolidation candidate).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from .core.fusion import embed_text
+from .core.lifecycle import (
+    ARCHIVE_IDLE_MS,
+    PRUNE_AFTER_MS,
+    LifecycleFacts,
+    MergeCandidate,
+    can_merge,
+    choose_survivor,
+    consolidation_decision,
+    jaccard_ppm,
+    link_decision,
+    merged_changes,
+    next_status,
+)
+from .core.postings import posting_prefix, read_forward
+from .core.signals import CANDIDATE, read_access
+from .core.state import HeadState, VersionState
+from .core.uri import MemoryURI
+from .errors import CortexError
+
+if TYPE_CHECKING:
+    from .cortex import Batch, Cortex
+    from .store.env import ReadTxn
+
+__all__ = ["CompactReport"]
+
+#: auto-linking skips terms shared by more memories than this (they say little)
+RARE_TERM_LIMIT = 256
+MAX_LINK_CANDIDATES = 500
+MAX_LINKS = 5
+_ACTIVE, _ARCHIVED = 1, 3
+_PPM = 1_000_000
+
+
+@attrs.frozen
+class CompactReport:
+    """What :meth:`Cortex.compact` journaled.
+
+    Attributes:
+        archived, pruned: the memories moved to those statuses.
+        merged: ``(survivor, merged)`` pairs; the survivor got a new version.
+        examined: how many memories and candidate pairs the rules were applied to.
+        seq: the journal seq after the compaction.
+    """
+
+    archived: tuple[MemoryURI, ...]
+    pruned: tuple[MemoryURI, ...]
+    merged: tuple[tuple[MemoryURI, MemoryURI], ...]
+    examined: int
+    seq: int
+
+
+def _head(txn: ReadTxn, memory_id: bytes) -> HeadState:
+    raw = txn.get("heads", memory_id)
+    if raw is None:
+        raise CortexError(f"memory {memory_id.hex()} vanished from the store")
+    return HeadState.decode(raw)
+
+
+def _forgetting(cx: Cortex, txn: ReadTxn, now: int) -> tuple[list[bytes], list[bytes], int]:
+    columns = cx._column_index()
+    columns.refresh(txn)
+    n = len(columns.ids)
+    cols = columns.cols
+    status = cols["status"][:n]
+    old = (now - cols["at"][:n]) >= ARCHIVE_IDLE_MS
+    maybe_archive = (status == _ACTIVE) & ~cols["pinned"][:n] & old
+    touched = np.maximum(cols["updated"][:n], cols["at"][:n])
+    maybe_prune = (status == _ARCHIVED) & ((now - touched) >= PRUNE_AFTER_MS)
+    rows = np.flatnonzero(maybe_archive | maybe_prune)
+    archive: list[bytes] = []
+    prune: list[bytes] = []
+    for row in rows.tolist():
+        memory_id = columns.ids[row]
+        access_count, last_access = read_access(txn, memory_id)
+        facts = LifecycleFacts(
+            status="active" if status[row] == _ACTIVE else "archived",
+            type_name=_type_name(int(cols["type"][row])),
+            confidence=float(cols["confidence"][row]),
+            pinned=bool(cols["pinned"][row]),
+            access_count=access_count,
+            last_access=last_access,
+            at=int(cols["at"][row]),
+            status_since=int(cols["updated"][row]),
+            in_degree=int(cols["indeg"][row]),
+            max_in_degree=columns.max_indeg,
+            max_access=columns.max_access,
+        )
+        move = next_status(facts, now)
+        if move == "archived":
+            archive.append(memory_id)
+        elif move == "pruned":
+            prune.append(memory_id)
+    return archive, prune, len(rows)
+
+
+def _type_name(code: int) -> str:
+    from .store.columns import _TYPE_NAME
+
+    return _TYPE_NAME[code]
+
+
+def _terms(txn: ReadTxn, memory_id: bytes) -> frozenset[str]:
+    forward = read_forward(txn, memory_id)
+    return frozenset() if forward is None else frozenset(forward[1])
+
+
+def _similarity(cx: Cortex, txn: ReadTxn, a: bytes, b: bytes) -> int:
+    """Cosine of the cached embeddings (ppm, floored at 0) when both exist, else Jaccard."""
+    from .recall import content_key
+
+    spec_name = cx._embedder_spec.get("name")
+    vectors = []
+    if isinstance(spec_name, str):
+        for memory_id in (a, b):
+            head = _head(txn, memory_id)
+            raw = txn.get("versions", memory_id + head.head.to_bytes(4, "big"))
+            if raw is None:
+                break
+            text = embed_text(VersionState.decode(raw).memory(), head.ns)
+            cached = txn.get("emb", content_key(spec_name, text))
+            if cached is None:
+                break
+            vectors.append(np.frombuffer(cached, dtype="<f4"))
+    if len(vectors) == 2:
+        cosine = float(np.dot(vectors[0], vectors[1]))
+        return max(0, min(_PPM, int(cosine * _PPM)))
+    return jaccard_ppm(_terms(txn, a), _terms(txn, b))
+
+
+def _candidate(txn: ReadTxn, memory_id: bytes) -> MergeCandidate:
+    head = _head(txn, memory_id)
+    raw = txn.get("versions", memory_id + head.head.to_bytes(4, "big"))
+    if raw is None:
+        raise CortexError(f"memory {memory_id.hex()} has no head version")
+    memory = VersionState.decode(raw).memory()
+    return MergeCandidate(
+        id=memory_id,
+        created_at=head.created_at,
+        confidence=memory.confidence,
+        priority=memory.priority,
+        pinned=memory.pinned,
+        access_count=read_access(txn, memory_id)[0],
+    )
+
+
+def run_compact(cx: Cortex, *, now: int | None) -> CompactReport:
+    """Carry out :meth:`Cortex.compact`."""
+    if cx._active_batch() is not None:
+        raise CortexError("compact runs its own batch; call it outside one")
+    now = cx._at(now)
+    with cx._env.read() as txn:
+        archive, prune, examined = _forgetting(cx, txn, now)
+        pairs = []
+        for key, _ in txn.iter_items("salience", CANDIDATE):
+            pairs.append((bytes(key[1:17]), bytes(key[17:33])))
+        decisions = []
+        for src, dst in pairs:
+            a, b = _head(txn, src), _head(txn, dst)
+            if a.status != "active" or b.status != "active":
+                continue
+            if not can_merge(a.type_name, a.ns, b.type_name, b.ns):
+                continue
+            similarity = _similarity(cx, txn, src, dst)
+            decision = consolidation_decision(similarity)
+            if decision == "merge":
+                survivor = (src, dst)[choose_survivor(_candidate(txn, src), _candidate(txn, dst))]
+                other = dst if survivor == src else src
+                decisions.append(("merge", src, dst, survivor, other, similarity))
+            elif decision is None:
+                decisions.append(("weaken", src, dst, src, dst, similarity))
+    archived: list[MemoryURI] = []
+    pruned: list[MemoryURI] = []
+    merged: list[tuple[MemoryURI, MemoryURI]] = []
+    with cx.batch() as batch:
+        for memory_id in archive:
+            archived.append(batch._set_status(memory_id, "archived", at=now))
+        for memory_id in prune:
+            pruned.append(batch._set_status(memory_id, "pruned", at=now))
+        done: set[bytes] = set()
+        for kind, src, dst, survivor, other, similarity in decisions:
+            if kind == "weaken":
+                batch.add_edge(src, dst, "relates_to", strength=similarity / _PPM,
+                               status="suggested", at=now)
+                continue
+            if survivor in done or other in done:
+                continue  # one merge per memory per compaction
+            done.update((survivor, other))
+            survivor_record = batch.resolve(survivor)
+            other_record = batch.resolve(other)
+            changes = merged_changes(survivor_record.memory, other_record.memory)
+            if changes:
+                batch.update(survivor, at=now, **changes)  # type: ignore[arg-type]
+            batch.add_edge(survivor, other, "derived_from", origin="system", at=now)
+            merged_uri = batch._set_status(other, "merged", at=now)
+            batch.remove_edge(src, dst, "relates_to", at=now)
+            head = batch.resolve(survivor)
+            merged.append((head.uri, merged_uri))
+    return CompactReport(tuple(archived), tuple(pruned), tuple(merged), examined + len(pairs),
+                         cx.seq)
+
+
+def autolink(batch: Batch, memory_id: bytes, ns: str, at: int) -> None:
+    """Link a just-written memory to its most similar neighbours (see the module doc)."""
+    txn = batch._txn
+    terms = _terms(txn, memory_id)
+    if not terms:
+        return
+    candidates: dict[bytes, None] = {}
+    for term in sorted(terms):
+        found = []
+        for key in txn.iter_prefix("postings", posting_prefix(term)):
+            found.append(bytes(key[-16:]))
+            if len(found) > RARE_TERM_LIMIT:
+                break
+        if len(found) > RARE_TERM_LIMIT:
+            continue
+        candidates.update(dict.fromkeys(found))
+        if len(candidates) >= MAX_LINK_CANDIDATES:
+            break
+    scored = []
+    for other in candidates:
+        if other == memory_id:
+            continue
+        head = _head(txn, other)
+        if head.ns != ns or head.status != "active":
+            continue
+        similarity = jaccard_ppm(terms, _terms(txn, other))
+        decision = link_decision(similarity)
+        if decision.action != "none":
+            scored.append((-similarity, other, decision.action))
+    for negative, other, action in sorted(scored)[:MAX_LINKS]:
+        status = "active" if action == "relates_to" else "suggested"
+        batch.add_edge(memory_id, other, "relates_to", strength=-negative / _PPM,
+                       status=status, at=at)
