@@ -433,7 +433,14 @@ class _Apply:
                 return (_ONE, key, value)
             if value is None:
                 return state
-            # A second key joins the lone leaf: build a chunk below (the general path).
+            # A second key joins the lone leaf: the chunks below hold exactly two keys.
+            if depth <= _MAX_CHUNK_DEPTH:
+                return self.pair(depth, state[1], state[2], key, value)
+        elif kind == _EMPTY and hi - lo == 2 and depth <= _MAX_CHUNK_DEPTH:
+            (a_key, a_value), (b_key, b_value) = items[lo], items[lo + 1]
+            if a_value is not None and b_value is not None:
+                self.delta += 1
+                return self.pair(depth, a_key, a_value, b_key, b_value)
         if depth > _MAX_CHUNK_DEPTH:  # two distinct keys cannot share 256 bits
             raise CorruptionError("SMT leaf found off its key's path")
         row = _chunk_key(depth, items[lo][0])
@@ -475,6 +482,59 @@ class _Apply:
                     header = (children << 16 | leaves).to_bytes(_HEADER, "big")
                     return self.rebuild_one(row, enc, old, header, slot, after)
         return self.rebuild(row, kind == _INNER, enc, old, changed)
+
+    def pair(
+        self, depth: int, a_key: bytes, a_value: bytes, b_key: bytes, b_value: bytes
+    ) -> _State:
+        """The subtree at ``depth`` holding exactly two keys (one of them new), written
+        directly: the chunks from ``depth`` down to the one where the keys part each have
+        one CHILD slot, and that chunk has the two LEAF slots (a lone leaf sits as high as
+        it can, so there is nothing below). This is what :meth:`rebuild` would write for
+        them, without reading anything: no row exists below a subtree of fewer than two
+        keys. ``a_key`` may be the lone leaf already there; it must lie on the path."""
+        row = _chunk_key(depth, b_key)
+        if _chunk_key(depth, a_key) != row:
+            raise CorruptionError(f"SMT chunk {row.hex()} holds a leaf off its path")
+        h = self.h
+        writes = self.writes
+        self.delta += 1
+        split = (
+            _KEY_BITS - (int.from_bytes(a_key, "big") ^ int.from_bytes(b_key, "big")).bit_length()
+        )
+        at = split & ~3  # the depth of the chunk where the two keys part
+        a_slot, b_slot = _nibble(a_key, at), _nibble(b_key, at)
+        if a_slot < b_slot:
+            left, right = a_key + a_value, b_key + b_value
+        else:
+            left, right = b_key + b_value, a_key + a_value
+        cur = h(_NODE + h(_LEAF + left) + h(_LEAF + right))
+        path = [cur]  # the inner nodes of that chunk, deepest (the keys' meeting node) first
+        node = (16 + a_slot) >> (4 - (split - at))
+        while node > 1:
+            cur = h(_NODE + (_ZERO + cur if node & 1 else cur + _ZERO))
+            path.append(cur)
+            node >>= 1
+        path.reverse()
+        leaves = 0x8000 >> a_slot | 0x8000 >> b_slot
+        writes[_chunk_key(at, b_key)] = (
+            leaves.to_bytes(_HEADER, "big") + b"".join(path) + left + right
+        )
+        while at > depth:  # the chunks above: one CHILD slot each, four inner nodes
+            at -= 4
+            slot = _nibble(b_key, at)
+            child = cur
+            node = 16 + slot
+            path = []
+            while node > 1:
+                cur = h(_NODE + (_ZERO + cur if node & 1 else cur + _ZERO))
+                path.append(cur)
+                node >>= 1
+            path.reverse()
+            path.append(child)
+            writes[_chunk_key(at, b_key)] = (0x8000_0000 >> slot).to_bytes(
+                _HEADER, "big"
+            ) + b"".join(path)
+        return (_INNER, cur, b"")
 
     def rebuild(
         self,
