@@ -280,6 +280,11 @@ class _Shape:
             return _INNER
         return self.some[level] >> pos & 1
 
+    def nodes(self) -> list[int]:
+        """The inner nodes among 1..15, in heap order (the order their hashes are stored)."""
+        inner = self.inner
+        return [n for n in range(1, 16) if inner[_LEVEL[n]] >> _POS[n] & 1]
+
     def is_inner(self, node: int) -> int:
         return self.inner[_LEVEL[node]] >> _POS[node] & 1
 
@@ -568,64 +573,74 @@ class _Apply:
                 return self.rebuild_one(row, enc, old, header, slot, state)
         if children == old.children == 0xFFFF:
             return self.rebuild_full(row, enc, changed)
-        new = _shape(children, leaves)
+        # Several slots changed: read the whole chunk into per-node lists, recompute the
+        # nodes above the changed slots, and write the chunk out again. Nodes with no
+        # changed slot below keep their kind and, if inner, their cached hash.
         h = self.h
-        dirty = sorted({node for slot in changed for node in _ANCESTORS[slot]}, reverse=True)
-        # The new hash of each changed slot and dirty node; None for one holding a lone
-        # leaf, hashed only if a parent needs it. Nodes not in here are as stored.
-        hashes: dict[int, bytes | None] = {}
-        lone: dict[int, bytes] = {}  # node -> its lone leaf's bytes, for the None entries
-        for slot, state in changed.items():
-            if state[0] == _ONE:
-                hashes[16 + slot] = None
-                lone[16 + slot] = state[1] + state[2]
-            else:
-                hashes[16 + slot] = state[1] if state[0] == _INNER else _ZERO
-        inner, some = new.inner, new.some
-        for node in dirty:  # children first
-            level, pos = _LEVEL[node], _POS[node]
-            if inner[level] >> pos & 1:
-                pair = []
-                for child in (2 * node, 2 * node + 1):
-                    if child not in hashes:
-                        pair.append(_stored_hash(h, enc, old, child))
-                        continue
-                    value = hashes[child]
-                    if value is None:
-                        value = hashes[child] = h(_LEAF + lone[child])
-                    pair.append(value)
-                hashes[node] = h(_NODE + pair[0] + pair[1])
-            elif some[level] >> pos & 1:
-                hashes[node] = None
-                slot = new.lone(node)
-                state = changed.get(slot) or _slot_state(enc, old, slot)
-                lone[node] = state[1] + state[2]
-            else:
-                hashes[node] = _ZERO
-        # Splice: the bytes between changed parts are copied from the stored chunk.
-        parts = [header]
-        pos = _HEADER
-        for node in reversed(dirty):
-            at = old.inner_at(node)
-            parts.append(enc[pos:at])
-            if new.is_inner(node):
-                parts.append(hashes[node])  # type: ignore[arg-type]
-            pos = at + DIGEST_SIZE * old.is_inner(node)
-        for slot in sorted(changed):
-            at = old.slot_at(slot)
-            parts.append(enc[pos:at])
-            state = changed[slot]
-            if state[0] == _INNER:
-                parts.append(state[1])
-            elif state[0] == _ONE:
-                parts += (state[1], state[2])
+        kind = [_EMPTY] * 32  # node 1..31 of the new chunk: _EMPTY, _ONE or _INNER
+        data = [b""] * 32  # its hash (_INNER) or its lone leaf's key and value (_ONE)
+        cached: dict[int, bytes] = {}  # the old chunk's inner hashes, by node
+        if old.inners:
+            at = _HEADER
+            for node in old.nodes():
+                cached[node] = enc[at : at + DIGEST_SIZE]
+                at += DIGEST_SIZE
+        at = old.slots_at
+        ochildren, oleaves = old.children, old.leaves
+        for slot in range(16):
             bit = 0x8000 >> slot
-            pos = at + (
-                DIGEST_SIZE if old.children & bit else _LEAF_SIZE if old.leaves & bit else 0
-            )
-        parts.append(enc[pos:])
-        self.writes[row] = b"".join(parts)
-        return (_INNER, hashes[1], b"")  # type: ignore[return-value]
+            if ochildren & bit:
+                kind[16 + slot] = _INNER
+                data[16 + slot] = enc[at : at + DIGEST_SIZE]
+                at += DIGEST_SIZE
+            elif oleaves & bit:
+                kind[16 + slot] = _ONE
+                data[16 + slot] = enc[at : at + _LEAF_SIZE]
+                at += _LEAF_SIZE
+        dirty = 0  # bit n: node n has a changed slot below
+        for slot, state in changed.items():
+            node = 16 + slot
+            kind[node] = state[0]
+            data[node] = state[1] if state[0] == _INNER else state[1] + state[2]
+            while node > 1:
+                node >>= 1
+                dirty |= 1 << node
+        inner: list[bytes] = []  # the new chunk's inner hashes, node 15 down to node 1
+        for node in range(15, 0, -1):
+            left, right = 2 * node, 2 * node + 1
+            kl, kr = kind[left], kind[right]
+            if kl == _EMPTY or kr == _EMPTY:  # at most one side holds keys: it moves up
+                if kl == _EMPTY:
+                    left = right
+                kind[node] = kind[left]
+                data[node] = data[left]
+                if kind[left] == _INNER:
+                    if dirty >> node & 1:
+                        value = h(
+                            _NODE + (data[left] + _ZERO if left == 2 * node else _ZERO + data[left])
+                        )
+                    else:
+                        value = cached[node]
+                    data[node] = value
+                    inner.append(value)
+                continue
+            kind[node] = _INNER
+            if dirty >> node & 1:
+                pair = []
+                for child in (left, right):
+                    if kind[child] == _INNER:
+                        pair.append(data[child])
+                    else:
+                        pair.append(h(_LEAF + data[child]))
+                value = h(_NODE + pair[0] + pair[1])
+            else:
+                value = cached[node]
+            data[node] = value
+            inner.append(value)
+        inner.reverse()
+        slots = [data[node] for node in range(16, 32) if kind[node] != _EMPTY]
+        self.writes[row] = header + b"".join(inner) + b"".join(slots)
+        return (_INNER, data[1], b"")
 
     def rebuild_full(self, row: bytes, enc: bytes, changed: dict[int, _State]) -> _State:
         """:meth:`rebuild` for a chunk whose 16 slots are and stay CHILD (the top chunks of

@@ -103,7 +103,9 @@ class ReadTxn:
         self._dbs = dbs
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        value: bytes | None = self._txn.get(key, db=self._dbs[table])
+        # py-lmdb parses positional arguments much faster than keywords (this and the
+        # puts below run several times per memory): get(key, default, db).
+        value: bytes | None = self._txn.get(key, None, self._dbs[table])
         return value
 
     def cursor(self, table: str) -> Any:
@@ -138,34 +140,36 @@ class WriteTxn(ReadTxn):
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.mutations += 1
         try:
-            self._txn.put(key, value, db=self._dbs[table])
+            self._txn.put(key, value, True, True, False, self._dbs[table])
         except lmdb.MapFullError:
             raise MapFull from None
 
     def delete(self, table: str, key: bytes) -> None:
         self.mutations += 1
         try:
-            self._txn.delete(key, db=self._dbs[table])
+            self._txn.delete(key, b"", self._dbs[table])
         except lmdb.MapFullError:
             raise MapFull from None
 
     def apply_mutations(self, mutations: list[tuple[str, bytes, bytes | None]]) -> None:
         """Put or delete each ``(table, key, value)``; ``None`` deletes."""
         self.mutations += len(mutations)
-        txn, dbs = self._txn, self._dbs
+        dbs = self._dbs
+        put, delete = self._txn.put, self._txn.delete
         try:
             for table, key, value in mutations:
                 if value is None:
-                    txn.delete(key, db=dbs[table])
+                    delete(key, b"", dbs[table])
                 else:
-                    txn.put(key, value, db=dbs[table])
+                    put(key, value, True, True, False, dbs[table])  # dupdata, overwrite, append
         except lmdb.MapFullError:
             raise MapFull from None
 
     def append_entry(self, seq: int, data: bytes) -> None:
         """Append one journal entry at ``seq`` (J1: never overwrites)."""
         try:
-            added = self._txn.put(seq_key(seq), data, db=self._dbs["journal"], overwrite=False)
+            # put(key, value, dupdata, overwrite=False, append, db)
+            added = self._txn.put(seq_key(seq), data, True, False, False, self._dbs["journal"])
         except lmdb.MapFullError:
             raise MapFull from None
         if not added:
