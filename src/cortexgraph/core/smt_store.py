@@ -446,6 +446,8 @@ class _Apply:
             if a_value is not None and b_value is not None:
                 self.delta += 1
                 return self.pair(depth, a_key, a_value, b_key, b_value)
+        elif kind == _INNER and hi - lo == 1:
+            return self.one(depth, state, lo)
         if depth > _MAX_CHUNK_DEPTH:  # two distinct keys cannot share 256 bits
             raise CorruptionError("SMT leaf found off its key's path")
         row = _chunk_key(depth, items[lo][0])
@@ -487,6 +489,45 @@ class _Apply:
                     header = (children << 16 | leaves).to_bytes(_HEADER, "big")
                     return self.rebuild_one(row, enc, old, header, slot, after)
         return self.rebuild(row, kind == _INNER, enc, old, changed)
+
+    def one(self, depth: int, state: _State, lo: int) -> _State:
+        """:meth:`subtree` for one update below an existing chunk (the common case below
+        the top chunks): the same steps with a single slot, without the grouping."""
+        key = self.items[lo][0]
+        row = _chunk_key(depth, key)
+        enc, old = _read_chunk(self.get, depth, row, state[1])
+        slot = key[depth >> 3] >> (4 - (depth & 4)) & 0xF
+        bit = 0x8000 >> slot
+        children, leaves = old.children, old.leaves
+        if (children | leaves) & bit:
+            shift = 16 - slot
+            at = (
+                old.slots_at
+                + DIGEST_SIZE * (children >> shift).bit_count()
+                + _LEAF_SIZE * (leaves >> shift).bit_count()
+            )
+            if children & bit:
+                before: _State = (_INNER, enc[at : at + DIGEST_SIZE], b"")
+            else:
+                before = (
+                    _ONE,
+                    enc[at : at + SMT_KEY_SIZE],
+                    enc[at + SMT_KEY_SIZE : at + _LEAF_SIZE],
+                )
+        else:
+            before = _EMPTY_STATE
+        after = self.subtree(depth + 4, before, lo, lo + 1)
+        if after == before:
+            return state
+        kind = after[0]
+        children = children & ~bit | (bit if kind == _INNER else 0)
+        leaves = leaves & ~bit | (bit if kind == _ONE else 0)
+        if children == old.children == 0xFFFF:
+            return self.rebuild_full(row, enc, {slot: after})
+        if children or leaves & (leaves - 1):  # still two or more keys
+            header = (children << 16 | leaves).to_bytes(_HEADER, "big")
+            return self.rebuild_one(row, enc, old, header, slot, after)
+        return self.rebuild(row, True, enc, old, {slot: after})
 
     def pair(
         self, depth: int, a_key: bytes, a_value: bytes, b_key: bytes, b_value: bytes
