@@ -280,10 +280,15 @@ class _Shape:
             return _INNER
         return self.some[level] >> pos & 1
 
-    def nodes(self) -> list[int]:
+    def nodes(self) -> tuple[int, ...]:
         """The inner nodes among 1..15, in heap order (the order their hashes are stored)."""
         inner = self.inner
-        return [n for n in range(1, 16) if inner[_LEVEL[n]] >> _POS[n] & 1]
+        return (
+            _LEVEL_NODES[0][inner[0]]
+            + _LEVEL_NODES[1][inner[1]]
+            + _LEVEL_NODES[2][inner[2]]
+            + _LEVEL_NODES[3][inner[3]]
+        )
 
     def is_inner(self, node: int) -> int:
         return self.inner[_LEVEL[node]] >> _POS[node] & 1
@@ -307,6 +312,18 @@ class _Shape:
         """The slot of the one leaf below a ``_ONE`` interior node."""
         return 16 - (self.leaves & _RANGE[node]).bit_length()
 
+
+def _level_nodes(level: int) -> dict[int, tuple[int, ...]]:
+    """For each possible level-``level`` mask of :class:`_Shape`, its nodes in heap order."""
+    nodes = [n for n in range(1 << level, 2 << level)]
+    out: dict[int, tuple[int, ...]] = {}
+    for subset in range(1 << len(nodes)):
+        chosen = tuple(n for i, n in enumerate(nodes) if subset >> i & 1)
+        out[sum(1 << _POS[n] for n in chosen)] = chosen
+    return out
+
+
+_LEVEL_NODES = tuple(_level_nodes(level) for level in range(4))
 
 # Shapes of chunks with at most three occupied slots (the many small chunks at the bottom
 # of a tree) or with 16 CHILD slots (the top chunks): at most 4,994 entries, whatever the
