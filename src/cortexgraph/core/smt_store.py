@@ -91,13 +91,21 @@ repeatedly, which is the collapse rule. Every row on the union of the updated ke
 is read once and written (or deleted) at most once, so shared upper chunks cost once per
 call, not once per key.
 
-Nothing is decoded into per-node objects: which nodes are inner, and where each cached
-hash and slot payload sits, follow from the two bitmaps by word-wide bit operations and
-popcounts (:class:`_Shape`), and a new chunk is the old bytes with the changed hashes and
-slots spliced in. Two cases get a flat code path: one changed slot (nearly every chunk
-below the top levels), which walks its four ancestors against the stored siblings like
-``core.merkle.smt_update`` does; and a chunk whose 16 slots are and stay CHILD (the top
-levels of a big tree), where every node sits at a fixed offset.
+Which nodes of a chunk are inner, and where each cached hash and slot payload sits, follow
+from the two bitmaps by word-wide bit operations and popcounts (:class:`_Shape`). The
+common cases get flat code paths:
+
+- one update below an existing chunk (nearly every chunk below the top levels) skips the
+  grouping by nibble, and when one slot changed, the chunk is the old bytes with the four
+  ancestors' hashes and the slot spliced in: it walks up against the stored siblings like
+  ``core.merkle.smt_update`` does;
+- a second key joining a lone leaf (or two new keys in an empty slot) writes the chunks
+  of that two-key subtree directly, reading nothing: one CHILD slot per chunk down to the
+  one where the keys part, which holds both leaves;
+- a chunk whose 16 slots are and stay CHILD (the top levels of a big tree) has every node
+  at a fixed offset;
+- any other chunk with several changed slots is read once into per-node lists, the nodes
+  above the changed slots are rehashed children first, and the chunk is written out whole.
 
 Invariants
 ==========
