@@ -18,8 +18,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import cortexgraph as cg
-from cortexgraph.core.commitments import empty_roots, verify_memory_proof
+from cortexgraph.core.commitments import (
+    empty_roots,
+    head_commitment,
+    mmr_mutations,
+    smt_mutations,
+    verify_memory_proof,
+)
+from cortexgraph.core.merkle import mmr_append, mmr_leaf_hash, smt_key
+from cortexgraph.core.smt_store import smt_store_apply
 from cortexgraph.core.state import HeadState, VersionState
+from cortexgraph.errors import CorruptionError
 from cortexgraph.merkle import overall_root
 
 ACTOR = "agent"
@@ -393,3 +402,61 @@ def test_sha256_stores_prove_too_and_commit_differently(tmp_path: Path) -> None:
             assert verify_memory_proof(proof, sha.root), uri
             assert not verify_memory_proof(proof, blake.root)
             assert not verify_memory_proof(attrs.evolve(proof, hash_name="blake3"), sha.root)
+
+
+# ---------------------------------------------------------------------------
+# the flat write-path helpers against the reference functions
+
+
+@pytest.mark.parametrize("hash_name", ["blake3", "sha256"])
+def test_mmr_mutations_write_what_mmr_append_computes(hash_name: str) -> None:
+    """``mmr_mutations`` (written out flat for the write path) gives exactly the nodes
+    ``core.merkle.mmr_append`` gives, in the same order, for 70 appends; a missing or
+    malformed left sibling is ``CorruptionError``."""
+    table: dict[bytes, bytes] = {}
+
+    def get(name: str, key: bytes) -> bytes | None:
+        assert name == "mmr"
+        return table.get(key)
+
+    for size in range(70):
+        entry = b"entry %d" % size
+        expected = mmr_append(
+            hash_name,
+            lambda pos: table.get(pos.to_bytes(8, "big")),
+            size,
+            mmr_leaf_hash(hash_name, entry),
+        )
+        got = mmr_mutations(hash_name, get, size, entry)
+        assert got == [("mmr", pos.to_bytes(8, "big"), node) for pos, node in expected]
+        table.update((key, value) for _, key, value in got if value is not None)
+    left = (2 * 69 - (69).bit_count() - 1).to_bytes(8, "big")  # leaf 69's left sibling
+    assert left in table
+    table[left] = b"short"
+    with pytest.raises(CorruptionError):
+        mmr_mutations(hash_name, get, 69, b"x")
+    del table[left]
+    with pytest.raises(CorruptionError):
+        mmr_mutations(hash_name, get, 69, b"x")
+
+
+@pytest.mark.parametrize("hash_name", ["blake3", "sha256"])
+def test_smt_mutations_commit_to_the_documented_key_and_value(hash_name: str) -> None:
+    """``smt_mutations`` puts each memory under ``smt_key(ns, id)`` with the value
+    ``head_commitment(head record, head version record)``: the same rows as a direct
+    ``smt_store_apply`` of those pairs."""
+    tables: dict[str, dict[bytes, bytes]] = {"heads": {}, "versions": {}, "smt": {}}
+    expected: dict[bytes, bytes | None] = {}
+    for i in range(40):
+        memory_id = bytes([i]) * 16
+        ns = "ns-é" if i % 3 else "default"
+        head = HeadState(ns, "fact", 1 + i % 2, 2, "active", T0, T0 + i, "r" * (i % 4))
+        version = VersionState(i + 1, T0 + i, b"\xa1\x61x\x01").encode()
+        tables["heads"][memory_id] = head.encode()
+        tables["versions"][memory_id + head.head.to_bytes(4, "big")] = version
+        key = smt_key(hash_name, ns, memory_id)
+        expected[key] = head_commitment(hash_name, head.encode(), version)
+    ids = [bytes([i]) * 16 for i in range(40)]
+    got = smt_mutations(hash_name, lambda t, k: tables[t].get(k), ids)
+    _, writes = smt_store_apply(hash_name, tables["smt"].get, expected)
+    assert got == [("smt", key, value) for key, value in sorted(writes.items())]

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ import attrs
 from .core.commitments import SnapshotManifest, manifest_for, mmr_mutations, roots, smt_mutations
 from .core.journal import Identity, apply, decode_entry, head_ids
 from .core.keys import seq_from_key
-from .core.merkle import mmr_leaf_hash, mmr_leaf_position, mmr_node_count
+from .core.merkle import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
 from .cortex import Cortex, open
 from .errors import CorruptionError, CortexError, NotFoundError
@@ -112,14 +113,15 @@ def _replay(
     append: bool,
     total: int,
     progress: Progress | None,
-    on_entry: Callable[[int, bytes], None] | None = None,
+    on_entry: Callable[[int, bytes, bytes], None] | None = None,
     checkpoints: Iterable[int] = (),
     on_checkpoint: Callable[[int], None] | None = None,
 ) -> int:
     """Apply ``entries`` (seq, bytes) in order onto the derived state in ``txn``.
 
     Returns the number of entries applied. Raises ``CorruptionError`` naming the seq of the
-    first entry that cannot be decoded or applied.
+    first entry that cannot be decoded or applied. ``on_entry(seq, bytes, mmr leaf hash)``
+    is called after each entry.
     """
     hash_name = identity.hash_name
     dirty: dict[bytes, None] = {}
@@ -138,11 +140,12 @@ def _replay(
             txn.apply_mutations(apply(identity, entry, txn))
         except CorruptionError as exc:
             raise ReplayError(seq, f"journal entry {seq}: {exc}") from None
-        txn.apply_mutations(mmr_mutations(hash_name, txn.get, size, data))
+        nodes = mmr_mutations(hash_name, txn.get, size, data)
+        txn.apply_mutations(nodes)
         dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
         size = seq
         if on_entry is not None:
-            on_entry(seq, data)
+            on_entry(seq, data, nodes[0][2])  # type: ignore[arg-type]  # the leaf is a put
         at_stop = stop_at < len(stops) and stops[stop_at] == seq
         if at_stop or len(dirty) >= _SMT_FLUSH:
             txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty))
@@ -367,10 +370,11 @@ class _Verifier:
                 f" beyond seq {self.total}",
             )
 
-    def check_leaf(self, seq: int, data: bytes) -> None:
-        """The entry must hash to the MMR leaf the original committed for its seq."""
+    def check_leaf(self, seq: int, data: bytes, leaf: bytes) -> None:
+        """The entry must hash to the MMR leaf the original committed for its seq
+        (``leaf``, which the replay just computed and wrote to the scratch store)."""
         stored = self.original.get("mmr", _u64(mmr_leaf_position(seq - 1)))
-        if stored != mmr_leaf_hash(self.cx.hash_name, data) and self.first_bad is None:
+        if stored != leaf and self.first_bad is None:
             self.bad(
                 seq,
                 f"journal entry {seq} differs from what the store committed"
@@ -392,12 +396,9 @@ class _Verifier:
         """Every derived table must be byte-identical to the rebuild's (J4)."""
         with scratch.read() as rebuilt:
             for table in DERIVED_TABLES:
-                same = scratch.table_digest(rebuilt, table) == self.cx._env.table_digest(
-                    self.original, table
-                )
-                self.tables[table] = same
-                if not same:
-                    key = _first_difference(self.original, rebuilt, table)
+                key = _first_difference(self.original, rebuilt, table)
+                self.tables[table] = key is None
+                if key is not None:
                     self.bad(
                         None, f"derived table {table!r} differs from a rebuild (first at key {key})"
                     )
@@ -420,18 +421,18 @@ def _stored_snapshots(txn: ReadTxn, problems: list[str]) -> dict[int, SnapshotMa
     return out
 
 
-def _first_difference(a: ReadTxn, b: ReadTxn, table: str) -> str:
+def _first_difference(a: ReadTxn, b: ReadTxn, table: str) -> str | None:
+    """The hex key of the first row where ``table`` differs in ``a`` and ``b`` (the first
+    key present in only one of them, or holding different values); None if identical.
+
+    Both transactions read with ``buffers=False``, so rows are ``bytes`` and compare in C.
+    """
     with a.cursor(table) as ca, b.cursor(table) as cb:
-        left = iter(ca)
-        right = iter(cb)
-        while True:
-            x = next(left, None)
-            y = next(right, None)
-            if x is None and y is None:
-                return "(none)"
-            if x is None or y is None or bytes(x[0]) != bytes(y[0]) or bytes(x[1]) != bytes(y[1]):
-                key = (x or y)[0]  # type: ignore[index]
+        for x, y in zip_longest(ca, cb):
+            if x != y:
+                key = (x or y)[0]
                 return bytes(key).hex()
+    return None
 
 
 def _u64(value: int) -> bytes:

@@ -34,13 +34,12 @@ from typing import Any
 
 import attrs
 
-from ..errors import CorruptionError
+from ..errors import CorruptionError, ValidationError
 from .codec import as_map, decode, encode
-from .hashing import HASH_NAMES, hash_function, hash_parts
+from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts
 from .journal import Mutation, decode_entry
 from .merkle import (
     EMPTY_SMT_ROOT,
-    mmr_append,
     mmr_inclusion_proof,
     mmr_leaf_hash,
     mmr_root,
@@ -70,8 +69,15 @@ __all__ = [
 
 SCHEMA = 1
 _HEAD_DOMAIN = b"cortexgraph/head/v1"
+_U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
+#: the layout byte, the head version and the namespace length of a ``heads`` record
+#: (``core.state``: 01 | type | status | head u32 | latest u32 | 2 x u64 | len(ns) u8 | ns ...)
+_HEAD_PREFIX = struct.Struct(">B2xI4x16xB")
+_MMR_LEAF = b"\x00"
+_MMR_NODE = b"\x01"
+_SMT_KEY_DOMAIN = b"cortexgraph/smt/key"  # core.merkle.smt_key's domain
 
 Get = Callable[[str, bytes], "bytes | None"]
 
@@ -95,12 +101,39 @@ def _smt_getter(get: Get) -> Callable[[bytes], bytes | None]:
 
 
 def mmr_mutations(hash_name: str, get: Get, size: int, entry_bytes: bytes) -> list[Mutation]:
-    """The ``mmr`` nodes that appending the entry at seq ``size + 1`` writes."""
-    leaf = mmr_leaf_hash(hash_name, entry_bytes)
-    return [
-        ("mmr", _U64.pack(pos), node)
-        for pos, node in mmr_append(hash_name, _mmr_getter(get), size, leaf)
-    ]
+    """The ``mmr`` nodes that appending the entry at seq ``size + 1`` writes.
+
+    The leaf ``H(0x00 | entry)`` first, then the parents it completes, in position order
+    (:func:`~cortexgraph.core.merkle.mmr_append` written out flat: this runs per entry).
+    """
+    h = hash_function(hash_name)
+    if type(entry_bytes) is not bytes:
+        entry_bytes = bytes(entry_bytes)
+    if type(size) is not int or size < 0:
+        raise ValidationError(f"expected a non-negative size, got {size!r}", field="size")
+    cur = h(_MMR_LEAF + entry_bytes)
+    pos = 2 * size - size.bit_count()
+    pack = _U64.pack
+    out: list[Mutation] = [("mmr", pack(pos), cur)]
+    step = 1  # 2**height of the subtree ``cur`` roots
+    while size & 1:  # each trailing one bit of the leaf index completes one parent
+        left = get("mmr", pack(pos + 1 - 2 * step))
+        if type(left) is not bytes or len(left) != DIGEST_SIZE:
+            left = _mmr_node(left, pos + 1 - 2 * step)
+        cur = h(_MMR_NODE + left + cur)
+        pos += 1
+        out.append(("mmr", pack(pos), cur))
+        size >>= 1
+        step <<= 1
+    return out
+
+
+def _mmr_node(node: object, pos: int) -> bytes:
+    if isinstance(node, bytearray | memoryview):
+        node = bytes(node)
+    if type(node) is not bytes or len(node) != DIGEST_SIZE:
+        raise CorruptionError(f"MMR node {pos} is missing or not {DIGEST_SIZE} bytes")
+    return node
 
 
 def smt_mutations(hash_name: str, get: Get, memory_ids: Iterable[bytes]) -> list[Mutation]:
@@ -108,17 +141,26 @@ def smt_mutations(hash_name: str, get: Get, memory_ids: Iterable[bytes]) -> list
 
     ``get`` must already see the batch's ``heads`` and ``versions`` writes.
     """
+    h = hash_function(hash_name)
     updates: dict[bytes, bytes | None] = {}
+    unpack = _HEAD_PREFIX.unpack_from
     for memory_id in memory_ids:
         raw_head = get("heads", memory_id)
         if raw_head is None:
             raise CorruptionError(f"memory {memory_id.hex()} has no head record")
-        head = HeadState.decode(raw_head)
-        raw_version = get("versions", memory_id + _U32.pack(head.head))
+        # Only the namespace and the head version are needed here, and ``apply`` wrote
+        # this record in this transaction. One that is not plainly well-formed takes the
+        # full decode, which names what is wrong with it.
+        layout, head, ns_len = unpack(raw_head)
+        end = _HEAD_PREFIX.size + ns_len
+        if layout != 1 or not 0 < head <= 0xFFFFFFFF or len(raw_head) < end + 2:
+            head = HeadState.decode(raw_head).head
+        ns_utf8 = raw_head[_HEAD_PREFIX.size : end]
+        raw_version = get("versions", memory_id + _U32.pack(head))
         if raw_version is None:
             raise CorruptionError(f"memory {memory_id.hex()} has no head version record")
-        key = smt_key(hash_name, head.ns, memory_id)
-        updates[key] = head_commitment(hash_name, raw_head, raw_version)
+        key = h(_SMT_KEY_DOMAIN + _U16.pack(ns_len) + ns_utf8 + memory_id)
+        updates[key] = h(_HEAD_DOMAIN + _U32.pack(len(raw_head)) + raw_head + raw_version)
     if not updates:
         return []
     _, writes = smt_store_apply(hash_name, _smt_getter(get), updates)

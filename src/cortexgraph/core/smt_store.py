@@ -91,13 +91,21 @@ repeatedly, which is the collapse rule. Every row on the union of the updated ke
 is read once and written (or deleted) at most once, so shared upper chunks cost once per
 call, not once per key.
 
-Nothing is decoded into per-node objects: which nodes are inner, and where each cached
-hash and slot payload sits, follow from the two bitmaps by word-wide bit operations and
-popcounts (:class:`_Shape`), and a new chunk is the old bytes with the changed hashes and
-slots spliced in. Two cases get a flat code path: one changed slot (nearly every chunk
-below the top levels), which walks its four ancestors against the stored siblings like
-``core.merkle.smt_update`` does; and a chunk whose 16 slots are and stay CHILD (the top
-levels of a big tree), where every node sits at a fixed offset.
+Which nodes of a chunk are inner, and where each cached hash and slot payload sits, follow
+from the two bitmaps by word-wide bit operations and popcounts (:class:`_Shape`). The
+common cases get flat code paths:
+
+- one update below an existing chunk (nearly every chunk below the top levels) skips the
+  grouping by nibble, and when one slot changed, the chunk is the old bytes with the four
+  ancestors' hashes and the slot spliced in: it walks up against the stored siblings like
+  ``core.merkle.smt_update`` does;
+- a second key joining a lone leaf (or two new keys in an empty slot) writes the chunks
+  of that two-key subtree directly, reading nothing: one CHILD slot per chunk down to the
+  one where the keys part, which holds both leaves;
+- a chunk whose 16 slots are and stay CHILD (the top levels of a big tree) has every node
+  at a fixed offset;
+- any other chunk with several changed slots is read once into per-node lists, the nodes
+  above the changed slots are rehashed children first, and the chunk is written out whole.
 
 Invariants
 ==========
@@ -280,6 +288,16 @@ class _Shape:
             return _INNER
         return self.some[level] >> pos & 1
 
+    def nodes(self) -> tuple[int, ...]:
+        """The inner nodes among 1..15, in heap order (the order their hashes are stored)."""
+        inner = self.inner
+        return (
+            _LEVEL_NODES[0][inner[0]]
+            + _LEVEL_NODES[1][inner[1]]
+            + _LEVEL_NODES[2][inner[2]]
+            + _LEVEL_NODES[3][inner[3]]
+        )
+
     def is_inner(self, node: int) -> int:
         return self.inner[_LEVEL[node]] >> _POS[node] & 1
 
@@ -302,6 +320,18 @@ class _Shape:
         """The slot of the one leaf below a ``_ONE`` interior node."""
         return 16 - (self.leaves & _RANGE[node]).bit_length()
 
+
+def _level_nodes(level: int) -> dict[int, tuple[int, ...]]:
+    """For each possible level-``level`` mask of :class:`_Shape`, its nodes in heap order."""
+    nodes = [n for n in range(1 << level, 2 << level)]
+    out: dict[int, tuple[int, ...]] = {}
+    for subset in range(1 << len(nodes)):
+        chosen = tuple(n for i, n in enumerate(nodes) if subset >> i & 1)
+        out[sum(1 << _POS[n] for n in chosen)] = chosen
+    return out
+
+
+_LEVEL_NODES = tuple(_level_nodes(level) for level in range(4))
 
 # Shapes of chunks with at most three occupied slots (the many small chunks at the bottom
 # of a tree) or with 16 CHILD slots (the top chunks): at most 4,994 entries, whatever the
@@ -433,7 +463,16 @@ class _Apply:
                 return (_ONE, key, value)
             if value is None:
                 return state
-            # A second key joins the lone leaf: build a chunk below (the general path).
+            # A second key joins the lone leaf: the chunks below hold exactly two keys.
+            if depth <= _MAX_CHUNK_DEPTH:
+                return self.pair(depth, state[1], state[2], key, value)
+        elif kind == _EMPTY and hi - lo == 2 and depth <= _MAX_CHUNK_DEPTH:
+            (a_key, a_value), (b_key, b_value) = items[lo], items[lo + 1]
+            if a_value is not None and b_value is not None:
+                self.delta += 1
+                return self.pair(depth, a_key, a_value, b_key, b_value)
+        elif kind == _INNER and hi - lo == 1:
+            return self.one(depth, state, lo)
         if depth > _MAX_CHUNK_DEPTH:  # two distinct keys cannot share 256 bits
             raise CorruptionError("SMT leaf found off its key's path")
         row = _chunk_key(depth, items[lo][0])
@@ -476,6 +515,98 @@ class _Apply:
                     return self.rebuild_one(row, enc, old, header, slot, after)
         return self.rebuild(row, kind == _INNER, enc, old, changed)
 
+    def one(self, depth: int, state: _State, lo: int) -> _State:
+        """:meth:`subtree` for one update below an existing chunk (the common case below
+        the top chunks): the same steps with a single slot, without the grouping."""
+        key = self.items[lo][0]
+        row = _chunk_key(depth, key)
+        enc, old = _read_chunk(self.get, depth, row, state[1])
+        slot = key[depth >> 3] >> (4 - (depth & 4)) & 0xF
+        bit = 0x8000 >> slot
+        children, leaves = old.children, old.leaves
+        if (children | leaves) & bit:
+            shift = 16 - slot
+            at = (
+                old.slots_at
+                + DIGEST_SIZE * (children >> shift).bit_count()
+                + _LEAF_SIZE * (leaves >> shift).bit_count()
+            )
+            if children & bit:
+                before: _State = (_INNER, enc[at : at + DIGEST_SIZE], b"")
+            else:
+                before = (
+                    _ONE,
+                    enc[at : at + SMT_KEY_SIZE],
+                    enc[at + SMT_KEY_SIZE : at + _LEAF_SIZE],
+                )
+        else:
+            before = _EMPTY_STATE
+        after = self.subtree(depth + 4, before, lo, lo + 1)
+        if after == before:
+            return state
+        kind = after[0]
+        children = children & ~bit | (bit if kind == _INNER else 0)
+        leaves = leaves & ~bit | (bit if kind == _ONE else 0)
+        if children == old.children == 0xFFFF:
+            return self.rebuild_full(row, enc, {slot: after})
+        if children or leaves & (leaves - 1):  # still two or more keys
+            header = (children << 16 | leaves).to_bytes(_HEADER, "big")
+            return self.rebuild_one(row, enc, old, header, slot, after)
+        return self.rebuild(row, True, enc, old, {slot: after})
+
+    def pair(
+        self, depth: int, a_key: bytes, a_value: bytes, b_key: bytes, b_value: bytes
+    ) -> _State:
+        """The subtree at ``depth`` holding exactly two keys (one of them new), written
+        directly: the chunks from ``depth`` down to the one where the keys part each have
+        one CHILD slot, and that chunk has the two LEAF slots (a lone leaf sits as high as
+        it can, so there is nothing below). This is what :meth:`rebuild` would write for
+        them, without reading anything: no row exists below a subtree of fewer than two
+        keys. ``a_key`` may be the lone leaf already there; it must lie on the path."""
+        row = _chunk_key(depth, b_key)
+        if _chunk_key(depth, a_key) != row:
+            raise CorruptionError(f"SMT chunk {row.hex()} holds a leaf off its path")
+        h = self.h
+        writes = self.writes
+        self.delta += 1
+        split = (
+            _KEY_BITS - (int.from_bytes(a_key, "big") ^ int.from_bytes(b_key, "big")).bit_length()
+        )
+        at = split & ~3  # the depth of the chunk where the two keys part
+        a_slot, b_slot = _nibble(a_key, at), _nibble(b_key, at)
+        if a_slot < b_slot:
+            left, right = a_key + a_value, b_key + b_value
+        else:
+            left, right = b_key + b_value, a_key + a_value
+        cur = h(_NODE + h(_LEAF + left) + h(_LEAF + right))
+        path = [cur]  # the inner nodes of that chunk, deepest (the keys' meeting node) first
+        node = (16 + a_slot) >> (4 - (split - at))
+        while node > 1:
+            cur = h(_NODE + (_ZERO + cur if node & 1 else cur + _ZERO))
+            path.append(cur)
+            node >>= 1
+        path.reverse()
+        leaves = 0x8000 >> a_slot | 0x8000 >> b_slot
+        writes[_chunk_key(at, b_key)] = (
+            leaves.to_bytes(_HEADER, "big") + b"".join(path) + left + right
+        )
+        while at > depth:  # the chunks above: one CHILD slot each, four inner nodes
+            at -= 4
+            slot = _nibble(b_key, at)
+            child = cur
+            node = 16 + slot
+            path = []
+            while node > 1:
+                cur = h(_NODE + (_ZERO + cur if node & 1 else cur + _ZERO))
+                path.append(cur)
+                node >>= 1
+            path.reverse()
+            path.append(child)
+            writes[_chunk_key(at, b_key)] = (0x8000_0000 >> slot).to_bytes(
+                _HEADER, "big"
+            ) + b"".join(path)
+        return (_INNER, cur, b"")
+
     def rebuild(
         self,
         row: bytes,
@@ -508,64 +639,74 @@ class _Apply:
                 return self.rebuild_one(row, enc, old, header, slot, state)
         if children == old.children == 0xFFFF:
             return self.rebuild_full(row, enc, changed)
-        new = _shape(children, leaves)
+        # Several slots changed: read the whole chunk into per-node lists, recompute the
+        # nodes above the changed slots, and write the chunk out again. Nodes with no
+        # changed slot below keep their kind and, if inner, their cached hash.
         h = self.h
-        dirty = sorted({node for slot in changed for node in _ANCESTORS[slot]}, reverse=True)
-        # The new hash of each changed slot and dirty node; None for one holding a lone
-        # leaf, hashed only if a parent needs it. Nodes not in here are as stored.
-        hashes: dict[int, bytes | None] = {}
-        lone: dict[int, bytes] = {}  # node -> its lone leaf's bytes, for the None entries
-        for slot, state in changed.items():
-            if state[0] == _ONE:
-                hashes[16 + slot] = None
-                lone[16 + slot] = state[1] + state[2]
-            else:
-                hashes[16 + slot] = state[1] if state[0] == _INNER else _ZERO
-        inner, some = new.inner, new.some
-        for node in dirty:  # children first
-            level, pos = _LEVEL[node], _POS[node]
-            if inner[level] >> pos & 1:
-                pair = []
-                for child in (2 * node, 2 * node + 1):
-                    if child not in hashes:
-                        pair.append(_stored_hash(h, enc, old, child))
-                        continue
-                    value = hashes[child]
-                    if value is None:
-                        value = hashes[child] = h(_LEAF + lone[child])
-                    pair.append(value)
-                hashes[node] = h(_NODE + pair[0] + pair[1])
-            elif some[level] >> pos & 1:
-                hashes[node] = None
-                slot = new.lone(node)
-                state = changed.get(slot) or _slot_state(enc, old, slot)
-                lone[node] = state[1] + state[2]
-            else:
-                hashes[node] = _ZERO
-        # Splice: the bytes between changed parts are copied from the stored chunk.
-        parts = [header]
-        pos = _HEADER
-        for node in reversed(dirty):
-            at = old.inner_at(node)
-            parts.append(enc[pos:at])
-            if new.is_inner(node):
-                parts.append(hashes[node])  # type: ignore[arg-type]
-            pos = at + DIGEST_SIZE * old.is_inner(node)
-        for slot in sorted(changed):
-            at = old.slot_at(slot)
-            parts.append(enc[pos:at])
-            state = changed[slot]
-            if state[0] == _INNER:
-                parts.append(state[1])
-            elif state[0] == _ONE:
-                parts += (state[1], state[2])
+        kind = [_EMPTY] * 32  # node 1..31 of the new chunk: _EMPTY, _ONE or _INNER
+        data = [b""] * 32  # its hash (_INNER) or its lone leaf's key and value (_ONE)
+        cached: dict[int, bytes] = {}  # the old chunk's inner hashes, by node
+        if old.inners:
+            at = _HEADER
+            for node in old.nodes():
+                cached[node] = enc[at : at + DIGEST_SIZE]
+                at += DIGEST_SIZE
+        at = old.slots_at
+        ochildren, oleaves = old.children, old.leaves
+        for slot in range(16):
             bit = 0x8000 >> slot
-            pos = at + (
-                DIGEST_SIZE if old.children & bit else _LEAF_SIZE if old.leaves & bit else 0
-            )
-        parts.append(enc[pos:])
-        self.writes[row] = b"".join(parts)
-        return (_INNER, hashes[1], b"")  # type: ignore[return-value]
+            if ochildren & bit:
+                kind[16 + slot] = _INNER
+                data[16 + slot] = enc[at : at + DIGEST_SIZE]
+                at += DIGEST_SIZE
+            elif oleaves & bit:
+                kind[16 + slot] = _ONE
+                data[16 + slot] = enc[at : at + _LEAF_SIZE]
+                at += _LEAF_SIZE
+        dirty = 0  # bit n: node n has a changed slot below
+        for slot, state in changed.items():
+            node = 16 + slot
+            kind[node] = state[0]
+            data[node] = state[1] if state[0] == _INNER else state[1] + state[2]
+            while node > 1:
+                node >>= 1
+                dirty |= 1 << node
+        inner: list[bytes] = []  # the new chunk's inner hashes, node 15 down to node 1
+        for node in range(15, 0, -1):
+            left, right = 2 * node, 2 * node + 1
+            kl, kr = kind[left], kind[right]
+            if kl == _EMPTY or kr == _EMPTY:  # at most one side holds keys: it moves up
+                if kl == _EMPTY:
+                    left = right
+                kind[node] = kind[left]
+                data[node] = data[left]
+                if kind[left] == _INNER:
+                    if dirty >> node & 1:
+                        value = h(
+                            _NODE + (data[left] + _ZERO if left == 2 * node else _ZERO + data[left])
+                        )
+                    else:
+                        value = cached[node]
+                    data[node] = value
+                    inner.append(value)
+                continue
+            kind[node] = _INNER
+            if dirty >> node & 1:
+                pair = []
+                for child in (left, right):
+                    if kind[child] == _INNER:
+                        pair.append(data[child])
+                    else:
+                        pair.append(h(_LEAF + data[child]))
+                value = h(_NODE + pair[0] + pair[1])
+            else:
+                value = cached[node]
+            data[node] = value
+            inner.append(value)
+        inner.reverse()
+        slots = [data[node] for node in range(16, 32) if kind[node] != _EMPTY]
+        self.writes[row] = header + b"".join(inner) + b"".join(slots)
+        return (_INNER, data[1], b"")
 
     def rebuild_full(self, row: bytes, enc: bytes, changed: dict[int, _State]) -> _State:
         """:meth:`rebuild` for a chunk whose 16 slots are and stay CHILD (the top chunks of

@@ -25,6 +25,8 @@ version that exists (``update_head`` may move ``head`` below it). ``updated_at``
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -92,20 +94,25 @@ class HeadState:
             if len(data) != end + 2 + reason_len:
                 raise ValueError("bad reason length")
             reason = data[end + 2 :].decode("utf-8")
-            state = cls(
-                ns,
-                _TYPE_NAME[type_code],
-                head,
-                latest,
-                STATUSES[status_code - 1],
-                created,
-                updated,
-                reason,
-            )
+            type_name = _TYPE_NAME[type_code]
+            status = STATUSES[status_code - 1]
         except (struct.error, ValueError, KeyError, IndexError, ValidationError) as exc:
             raise CorruptionError(f"a head record is malformed ({exc})") from None
         if not 1 <= head <= latest or status_code < 1:
             raise CorruptionError("a head record is inconsistent")
+        if cls is not HeadState:  # pragma: no cover - a subclass gets its own __init__
+            return cls(ns, type_name, head, latest, status, created, updated, reason)
+        # Every value is checked above, so set the slots directly: attrs' frozen __init__
+        # costs about a microsecond on the hot read path.
+        state = _new(cls)
+        _HEAD_SLOTS[0](state, ns)
+        _HEAD_SLOTS[1](state, type_name)
+        _HEAD_SLOTS[2](state, head)
+        _HEAD_SLOTS[3](state, latest)
+        _HEAD_SLOTS[4](state, status)
+        _HEAD_SLOTS[5](state, created)
+        _HEAD_SLOTS[6](state, updated)
+        _HEAD_SLOTS[7](state, reason)
         return state
 
 
@@ -125,11 +132,37 @@ class VersionState:
         if len(data) <= _VERSION.size or data[0] != _LAYOUT:
             raise CorruptionError("a version record is malformed")
         _, seq, at = _VERSION.unpack_from(data)
-        return cls(seq, at, data[_VERSION.size :])
+        if cls is not VersionState:  # pragma: no cover - a subclass gets its own __init__
+            return cls(seq, at, data[_VERSION.size :])
+        state = _new(cls)
+        _VERSION_SLOTS[0](state, seq)
+        _VERSION_SLOTS[1](state, at)
+        _VERSION_SLOTS[2](state, data[_VERSION.size :])
+        return state
 
     def memory(self) -> Memory:
         return memory_from_stored(self.body, "a version record")
 
+
+def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of each attrs field's slot of ``cls``, in field order."""
+    setters = []
+    for field in attrs.fields(cls):
+        slot = cls.__dict__[field.name]
+        if type(slot).__name__ != "member_descriptor":  # pragma: no cover - all are slotted
+            raise TypeError(f"{cls.__name__}.{field.name} is not a slot")
+        setters.append(slot.__set__)
+    return tuple(setters)
+
+
+_new = object.__new__
+_HEAD_SLOTS = _slot_setters(HeadState)
+_VERSION_SLOTS = _slot_setters(VersionState)
+_HEAD_FIELDS = ("ns", "type_name", "head", "latest", "status", "created_at", "updated_at")
+if tuple(f.name for f in attrs.fields(HeadState)) != (*_HEAD_FIELDS, "reason") or tuple(
+    f.name for f in attrs.fields(VersionState)
+) != ("seq", "at", "body"):  # pragma: no cover - keep the decoders in step with the fields
+    raise TypeError("HeadState or VersionState changed fields; update their decoders")
 
 #: Bodies already verified, by their exact bytes. A hit means these very bytes passed
 #: every check before; memories are immutable, so sharing the object is safe. Bounded.

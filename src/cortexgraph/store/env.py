@@ -25,6 +25,7 @@ every inherited handle is marked unusable and must be reopened.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import weakref
 from collections.abc import Iterator
@@ -77,6 +78,7 @@ SCHEMA = 1
 DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space; the file grows only as it is used
 MAX_MAP_SIZE = 1 << 40
 
+_U32 = struct.Struct(">I")
 _open_paths: dict[str, weakref.ref[Environment]] = {}
 _registry_lock = threading.Lock()
 
@@ -106,7 +108,9 @@ class ReadTxn:
         self._dbs = dbs
 
     def get(self, table: str, key: bytes) -> bytes | None:
-        value: bytes | None = self._txn.get(key, db=self._dbs[table])
+        # py-lmdb parses positional arguments much faster than keywords (this and the
+        # puts below run several times per memory): get(key, default, db).
+        value: bytes | None = self._txn.get(key, None, self._dbs[table])
         return value
 
     def cursor(self, table: str) -> Any:
@@ -152,34 +156,36 @@ class WriteTxn(ReadTxn):
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.mutations += 1
         try:
-            self._txn.put(key, value, db=self._dbs[table])
+            self._txn.put(key, value, True, True, False, self._dbs[table])
         except lmdb.MapFullError:
             raise MapFull from None
 
     def delete(self, table: str, key: bytes) -> None:
         self.mutations += 1
         try:
-            self._txn.delete(key, db=self._dbs[table])
+            self._txn.delete(key, b"", self._dbs[table])
         except lmdb.MapFullError:
             raise MapFull from None
 
     def apply_mutations(self, mutations: list[tuple[str, bytes, bytes | None]]) -> None:
         """Put or delete each ``(table, key, value)``; ``None`` deletes."""
         self.mutations += len(mutations)
-        txn, dbs = self._txn, self._dbs
+        dbs = self._dbs
+        put, delete = self._txn.put, self._txn.delete
         try:
             for table, key, value in mutations:
                 if value is None:
-                    txn.delete(key, db=dbs[table])
+                    delete(key, b"", dbs[table])
                 else:
-                    txn.put(key, value, db=dbs[table])
+                    put(key, value, True, True, False, dbs[table])  # dupdata, overwrite, append
         except lmdb.MapFullError:
             raise MapFull from None
 
     def append_entry(self, seq: int, data: bytes) -> None:
         """Append one journal entry at ``seq`` (J1: never overwrites)."""
         try:
-            added = self._txn.put(seq_key(seq), data, db=self._dbs["journal"], overwrite=False)
+            # put(key, value, dupdata, overwrite=False, append, db)
+            added = self._txn.put(seq_key(seq), data, True, False, False, self._dbs["journal"])
         except lmdb.MapFullError:
             raise MapFull from None
         if not added:
@@ -423,12 +429,18 @@ class Environment:
     def table_digest(self, txn: ReadTxn, table: str) -> bytes:
         """BLAKE3 over every (key, value) of ``table`` in key order, length-prefixed."""
         h = blake3.blake3()
+        parts: list[bytes] = []
+        append, pack = parts.append, _U32.pack
         with txn.cursor(table) as cur:
             for key, value in cur:
-                h.update(len(key).to_bytes(4, "big"))
-                h.update(key)
-                h.update(len(value).to_bytes(4, "big"))
-                h.update(value)
+                append(pack(len(key)))
+                append(key)
+                append(pack(len(value)))
+                append(value)
+                if len(parts) >= 4096:  # hash in slices of rows: fewer calls, same bytes
+                    h.update(b"".join(parts))
+                    parts.clear()
+        h.update(b"".join(parts))
         return h.digest()
 
 
