@@ -258,12 +258,34 @@ def test_local_embedder_validates_texts(local: LocalEmbedder) -> None:
     assert info.value.field == "texts"
 
 
-@pytest.mark.parametrize("batch_size", [0, 5000, True])
-def test_local_embedder_rejects_a_bad_batch_size(batch_size: Any) -> None:
-    """``batch_size`` is checked before the model is loaded."""
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": 5000}, "batch_size"),
+        ({"batch_size": True}, "batch_size"),
+        ({"threads": 0}, "threads"),
+        ({"threads": 2.0}, "threads"),
+    ],
+)
+def test_local_embedder_validates_its_arguments(kwargs: dict[str, Any], field: str) -> None:
+    """``batch_size`` and ``threads`` are checked before the model is loaded."""
     with pytest.raises(ValidationError) as info:
-        LocalEmbedder(batch_size=batch_size)
-    assert info.value.field == "batch_size"
+        LocalEmbedder(**kwargs)
+    assert info.value.field == field
+
+
+def test_local_embedder_restores_torch_threads(local: LocalEmbedder) -> None:
+    """``embed`` runs with its own thread count and leaves the process's setting as it was."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        local.embed(["a text"])
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_local_embedder_puts_paraphrases_above_unrelated_pairs(local: LocalEmbedder) -> None:
