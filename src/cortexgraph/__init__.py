@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
+from .compact import CompactReport
 from .core.commitments import MemoryProof, SnapshotManifest
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
 from .core.graph import RELATIONS
@@ -39,6 +40,8 @@ from .errors import (
     BatchNoJournalError,
     CorruptionError,
     CortexError,
+    EmbedderError,
+    MissingExtraError,
     NotFoundError,
     ReadOnlyError,
     TombstonedError,
@@ -64,6 +67,7 @@ __all__ = [
     "Batch",
     "BatchNoJournalError",
     "Clock",
+    "CompactReport",
     "Constraint",
     "CorruptionError",
     "Cortex",
@@ -71,6 +75,7 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "Edge",
     "Embedder",
+    "EmbedderError",
     "Entry",
     "Event",
     "FACTOR_NAMES",
@@ -87,6 +92,7 @@ __all__ = [
     "Memory",
     "MemoryProof",
     "MemoryURI",
+    "MissingExtraError",
     "Neighbor",
     "NotFoundError",
     "Pattern",
