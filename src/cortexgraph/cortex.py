@@ -46,6 +46,7 @@ from .core.journal import (
     Identity,
     apply,
     decode_entry,
+    edge_keys,
     encode_entry,
     head_ids,
     memory_id,
@@ -963,6 +964,7 @@ class Batch:
         self._failed: BaseException | None = None
         self._done = False
         self._dirty: dict[bytes, None] = {}  # memories whose head changed: the SMT to update
+        self._dirty_edges: dict[bytes, None] = {}  # out-keys of edges that changed
 
     # -- context ----------------------------------------------------------------------------
 
@@ -1001,9 +1003,11 @@ class Batch:
 
     def _commit(self) -> None:
         try:
-            if self._dirty:
+            if self._dirty or self._dirty_edges:
                 txn = self._txn
-                txn.apply_mutations(smt_mutations(self._cx.hash_name, txn.get, self._dirty))
+                txn.apply_mutations(
+                    smt_mutations(self._cx.hash_name, txn.get, self._dirty, self._dirty_edges)
+                )
             self._txn.commit()
         except MapFull:
             self._regrow()
@@ -1024,6 +1028,7 @@ class Batch:
         txn.apply_mutations(apply(self._cx._identity, entry, txn, trusted=True))
         txn.apply_mutations(mmr_mutations(self._cx.hash_name, txn.get, entry.seq - 1, data))
         self._dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
+        self._dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
 
     def _append(self, entry: Entry) -> None:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""

@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from .core.commitments import SnapshotManifest, manifest_for, mmr_mutations, roots, smt_mutations
-from .core.journal import Identity, apply, decode_entry, head_ids
+from .core.journal import Identity, apply, decode_entry, edge_keys, head_ids
 from .core.keys import seq_from_key
 from .core.merkle import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
@@ -125,6 +125,7 @@ def _replay(
     """
     hash_name = identity.hash_name
     dirty: dict[bytes, None] = {}
+    dirty_edges: dict[bytes, None] = {}
     stops = sorted(set(checkpoints))
     stop_at = 0
     size = 0
@@ -143,21 +144,23 @@ def _replay(
         nodes = mmr_mutations(hash_name, txn.get, size, data)
         txn.apply_mutations(nodes)
         dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
+        dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
         size = seq
         if on_entry is not None:
             on_entry(seq, data, nodes[0][2])  # type: ignore[arg-type]  # the leaf is a put
         at_stop = stop_at < len(stops) and stops[stop_at] == seq
-        if at_stop or len(dirty) >= _SMT_FLUSH:
-            txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty))
+        if at_stop or len(dirty) + len(dirty_edges) >= _SMT_FLUSH:
+            txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty, dirty_edges))
             dirty.clear()
+            dirty_edges.clear()
         if at_stop:
             stop_at += 1
             if on_checkpoint is not None:
                 on_checkpoint(seq)
         if progress is not None and seq % _PROGRESS_EVERY == 0:
             progress(seq, total)
-    if dirty:
-        txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty))
+    if dirty or dirty_edges:
+        txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty, dirty_edges))
     if progress is not None:
         progress(size, total)
     return size

@@ -4,14 +4,18 @@ Two Merkle structures are maintained inside every write batch (derived, so J4 ap
 
 - the MMR over journal entries (``mmr`` table): leaf ``i`` is ``H(0x00 | entry bytes)`` of
   the entry at seq ``i + 1``; node positions are ``u64be`` keys (``core.merkle`` postorder);
-- the SMT over the heads of all memories (``smt`` table, chunk layout in
-  ``core.smt_store``): key ``smt_key(ns, id)``, value the *head commitment*
+- the SMT over the heads of all memories and over every edge (``smt`` table, chunk layout
+  in ``core.smt_store``). A memory's key is ``smt_key(ns, id)``, its value the *head
+  commitment*
 
       head_commitment = H("cortexgraph/head/v1" | u32be(len head) | head | version)
 
   where ``head`` is the memory's ``heads`` record and ``version`` the ``versions`` record
   of its head version (``core.state`` layouts). Tombstoned memories stay in the tree, with
-  their status in the head record, so a proof shows a memory was forgotten.
+  their status in the head record, so a proof shows a memory was forgotten. An edge's key
+  is ``H("cortexgraph/smt/edge" | src | u8 relation | dst)`` and its value
+  ``H("cortexgraph/edge/v1" | edge record)`` (``core.graph`` layout); a removed edge
+  leaves the tree. So a scope can prove the edges among its memories too.
 
 ``OverallRoot = H("cortexgraph/root/v1" | u64be(journal size) | mmr_root | smt_root)``.
 
@@ -57,6 +61,8 @@ __all__ = [
     "MemoryProof",
     "SnapshotManifest",
     "build_memory_proof",
+    "edge_commitment",
+    "edge_smt_key",
     "empty_roots",
     "head_commitment",
     "manifest_for",
@@ -78,6 +84,8 @@ _HEAD_PREFIX = struct.Struct(">B2xI4x16xB")
 _MMR_LEAF = b"\x00"
 _MMR_NODE = b"\x01"
 _SMT_KEY_DOMAIN = b"cortexgraph/smt/key"  # core.merkle.smt_key's domain
+_EDGE_KEY_DOMAIN = b"cortexgraph/smt/edge"
+_EDGE_DOMAIN = b"cortexgraph/edge/v1"
 
 Get = Callable[[str, bytes], "bytes | None"]
 
@@ -136,10 +144,17 @@ def _mmr_node(node: object, pos: int) -> bytes:
     return node
 
 
-def smt_mutations(hash_name: str, get: Get, memory_ids: Iterable[bytes]) -> list[Mutation]:
-    """The ``smt`` chunk writes that bring the heads of ``memory_ids`` up to date.
+def smt_mutations(
+    hash_name: str,
+    get: Get,
+    memory_ids: Iterable[bytes],
+    edges: Iterable[bytes] = (),
+) -> list[Mutation]:
+    """The ``smt`` chunk writes that bring the heads of ``memory_ids`` and the edges whose
+    out-keys are ``edges`` (``core.graph.edge_out_key``) up to date.
 
-    ``get`` must already see the batch's ``heads`` and ``versions`` writes.
+    ``get`` must already see the batch's ``heads``, ``versions`` and ``edges`` writes. A
+    removed edge's leaf is removed.
     """
     h = hash_function(hash_name)
     updates: dict[bytes, bytes | None] = {}
@@ -161,10 +176,26 @@ def smt_mutations(hash_name: str, get: Get, memory_ids: Iterable[bytes]) -> list
             raise CorruptionError(f"memory {memory_id.hex()} has no head version record")
         key = h(_SMT_KEY_DOMAIN + _U16.pack(ns_len) + ns_utf8 + memory_id)
         updates[key] = h(_HEAD_DOMAIN + _U32.pack(len(raw_head)) + raw_head + raw_version)
+    for out_key in edges:
+        record = get("edges", out_key)
+        updates[edge_smt_key(hash_name, out_key)] = (
+            None if record is None else edge_commitment(hash_name, record)
+        )
     if not updates:
         return []
     _, writes = smt_store_apply(hash_name, _smt_getter(get), updates)
     return [("smt", key, value) for key, value in sorted(writes.items())]
+
+
+def edge_smt_key(hash_name: str, out_key: bytes) -> bytes:
+    """The SMT key of an edge: ``H("cortexgraph/smt/edge" | src id | u8 relation | dst id)``
+    (the edge's out-key without its ``o`` tag), apart from every memory key by its domain."""
+    return hash_function(hash_name)(_EDGE_KEY_DOMAIN + out_key[1:])
+
+
+def edge_commitment(hash_name: str, record: bytes) -> bytes:
+    """The SMT value of an edge: ``H("cortexgraph/edge/v1" | edge record)``."""
+    return hash_function(hash_name)(_EDGE_DOMAIN + record)
 
 
 def roots(hash_name: str, get: Get, size: int) -> tuple[bytes, bytes, bytes]:

@@ -89,6 +89,7 @@ __all__ = [
     "StateView",
     "apply",
     "decode_entry",
+    "edge_keys",
     "encode_entry",
     "head_ids",
     "memory_id",
@@ -171,6 +172,13 @@ def head_ids(op: str, fields: Mapping[str, Any]) -> tuple[bytes, ...]:
         return (fields["id"],)
     if op == "access":
         return tuple(fields["ids"])
+    return ()
+
+
+def edge_keys(op: str, fields: Mapping[str, Any]) -> tuple[bytes, ...]:
+    """The out-keys of the edges an entry adds, changes or removes (their SMT leaves)."""
+    if op == "edge" or op == "unedge":
+        return (edge_out_key(fields["src"], fields["rel"], fields["dst"]),)
     return ()
 
 
