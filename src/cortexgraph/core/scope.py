@@ -1,0 +1,256 @@
+"""Scope bundles: a slice of memories a sub-agent can check against an OverallRoot alone.
+
+A bundle is one canonical CBOR map (text keys)::
+
+    {"v": 1,
+     "manifest": {"actor", "hash_name", "seq", "mmr_root", "smt_root", "overall_root"},
+     "anchor":   {"entry": journal entry 1, "proof": [MMR inclusion proof of leaf 0]} | null,
+     "records":  [{"id", "head", "version", "proof"}, ...]      sorted by id, no repeats
+     "edges":    [{"key", "record", "proof"}, ...]}             sorted by key, no repeats
+
+``head`` and ``version`` are the memory's ``heads`` record and its head version's
+``versions`` record; ``proof`` its SMT membership proof. An edge's ``key`` is its
+``edges`` out-key (``o | src | u8 relation | dst``), ``record`` the edge record, ``proof``
+the SMT membership proof of the edge leaf.
+
+What verification checks (:func:`verify_scope_bytes`; SC1-SC5):
+
+- SC1 the bytes are canonical CBOR of exactly this shape, within :data:`MAX_SCOPE_BYTES`;
+- SC2 ``overall_root = H("cortexgraph/root/v1" | seq | mmr_root | smt_root)`` and, when
+  the caller gives one, equals the trusted root;
+- SC3 the anchor binds the actor: entry 1 is in the MMR at leaf 0, and it is a write whose
+  id equals ``H(actor | ns | 1 | body)`` (a different actor name gives a different id);
+- SC4 every record's head commitment is in the SMT under its key, and its body is a valid
+  memory in canonical form;
+- SC5 every edge leaf is in the SMT, and both its ends are records of the bundle.
+
+Any failure raises :class:`~cortexgraph.errors.VerificationError` naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from ..errors import CortexError, VerificationError
+from .codec import decode, encode
+from .commitments import edge_commitment, edge_smt_key, head_commitment
+from .graph import EdgeState, relation_name
+from .hashing import DIGEST_SIZE, HASH_NAMES
+from .journal import Identity, decode_entry, memory_id
+from .keys import ID_SIZE
+from .merkle import mmr_leaf_hash, overall_root, smt_key, verify_inclusion, verify_smt
+from .state import HeadState, Record, VersionState, memory_from_stored
+from .uri import MemoryURI, check_name
+
+__all__ = [
+    "MAX_SCOPE_BYTES",
+    "SCOPE_VERSION",
+    "ScopeEdge",
+    "VerifiedScope",
+    "encode_scope",
+    "verify_scope_bytes",
+]
+
+SCOPE_VERSION = 1
+#: the largest bundle accepted (and produced): 64 MiB
+MAX_SCOPE_BYTES = 64 << 20
+_MANIFEST_KEYS = {"actor", "hash_name", "seq", "mmr_root", "smt_root", "overall_root"}
+_EDGE_KEY_SIZE = 1 + ID_SIZE + 1 + ID_SIZE
+
+
+def encode_scope(
+    manifest: Mapping[str, Any],
+    anchor: Mapping[str, Any] | None,
+    records: Sequence[Mapping[str, Any]],
+    edges: Sequence[Mapping[str, Any]],
+) -> bytes:
+    """The canonical bytes of a bundle (records sorted by id, edges by key)."""
+    value = {
+        "v": SCOPE_VERSION,
+        "manifest": dict(manifest),
+        "anchor": None if anchor is None else dict(anchor),
+        "records": sorted((dict(r) for r in records), key=lambda r: r["id"]),
+        "edges": sorted((dict(e) for e in edges), key=lambda e: e["key"]),
+    }
+    data = encode(value)
+    if len(data) > MAX_SCOPE_BYTES:
+        raise CortexError(
+            f"the scope bundle would take {len(data)} bytes, more than {MAX_SCOPE_BYTES};"
+            " ask for fewer memories"
+        )
+    return data
+
+
+@attrs.frozen
+class ScopeEdge:
+    """An edge of a verified scope: ``src --relation--> dst`` (both in the scope)."""
+
+    src: MemoryURI
+    dst: MemoryURI
+    relation: str
+    strength: float
+    status: str
+    origin: str
+
+
+@attrs.frozen
+class VerifiedScope:
+    """What a bundle proved: its manifest and the records and edges it holds."""
+
+    actor: str
+    hash_name: str
+    seq: int
+    overall_root: bytes
+    records: tuple[Record, ...]
+    edges: tuple[ScopeEdge, ...]
+
+
+def _fail(why: str) -> VerificationError:
+    return VerificationError(f"the scope bundle does not verify: {why}")
+
+
+def _map(value: Any, keys: set[str], what: str) -> dict[str, Any]:
+    if type(value) is not dict or set(value) != keys:
+        raise _fail(f"{what} is malformed")
+    return value
+
+
+def _digest(value: Any, what: str) -> bytes:
+    if type(value) is not bytes or len(value) != DIGEST_SIZE:
+        raise _fail(f"{what} is not a {DIGEST_SIZE}-byte hash")
+    return value
+
+
+def verify_scope_bytes(blob: object, trusted_root: object = None) -> VerifiedScope:
+    """Check a bundle (SC1-SC5) and return what it proves.
+
+    Raises:
+        VerificationError: on anything that does not check out, including a wrong type of
+            argument, a bundle over the size cap, and a root other than ``trusted_root``.
+    """
+    try:
+        return _verify(blob, trusted_root)
+    except VerificationError:
+        raise
+    except Exception as exc:  # decoding errors, malformed records: all the same to a caller
+        raise _fail(f"{type(exc).__name__}: {exc}") from None
+
+
+def _verify(blob: object, trusted_root: object) -> VerifiedScope:
+    if type(blob) is not bytes:
+        raise _fail("it is not bytes")
+    if len(blob) > MAX_SCOPE_BYTES:
+        raise _fail(f"it is larger than {MAX_SCOPE_BYTES} bytes")
+    if trusted_root is not None and (type(trusted_root) is not bytes or len(trusted_root) != 32):
+        raise _fail("the trusted root is not 32 bytes")
+    bundle = _map(decode(blob, what="a scope bundle"), {"v", "manifest", "anchor", "records",
+                                                      "edges"}, "the bundle")
+    if bundle["v"] != SCOPE_VERSION:
+        raise _fail(f"unknown bundle version {bundle['v']!r}")
+    manifest = _map(bundle["manifest"], _MANIFEST_KEYS, "the manifest")
+    actor, h, seq = manifest["actor"], manifest["hash_name"], manifest["seq"]
+    if type(actor) is not str or h not in HASH_NAMES or type(seq) is not int or seq < 0:
+        raise _fail("the manifest names a bad actor, hash or seq")
+    check_name(actor, "actor")
+    mmr_root = _digest(manifest["mmr_root"], "mmr_root")
+    smt_root = _digest(manifest["smt_root"], "smt_root")
+    root = _digest(manifest["overall_root"], "overall_root")
+    if overall_root(h, seq, mmr_root, smt_root) != root:  # SC2
+        raise _fail("the manifest's roots do not hash to its overall root")
+    if trusted_root is not None and root != trusted_root:
+        raise _fail("its overall root is not the trusted root")
+    _check_anchor(bundle["anchor"], actor, h, seq, mmr_root)
+    records: dict[bytes, Record] = {}
+    raw_records = bundle["records"]
+    if type(raw_records) is not list:
+        raise _fail("records is not a list")
+    previous = b""
+    for raw in raw_records:
+        item = _map(raw, {"id", "head", "version", "proof"}, "a record")
+        mid, head_bytes, version_bytes, proof = (
+            item["id"], item["head"], item["version"], item["proof"]
+        )
+        if type(mid) is not bytes or len(mid) != ID_SIZE or mid <= previous:
+            raise _fail("record ids are not 16 bytes in strictly increasing order")
+        previous = mid
+        if type(head_bytes) is not bytes or type(version_bytes) is not bytes:
+            raise _fail("a record's head or version is not bytes")
+        head = HeadState.decode(head_bytes)
+        value = head_commitment(h, head_bytes, version_bytes)
+        if not verify_smt(h, smt_root, smt_key(h, head.ns, mid), value, proof):  # SC4
+            raise _fail(f"memory {mid.hex()} is not in the tree with these bytes")
+        version = VersionState.decode(version_bytes)
+        memory = memory_from_stored(version.body, f"memory {mid.hex()}")
+        if memory.type_name != head.type_name:
+            raise _fail(f"memory {mid.hex()} has a body of the wrong type")
+        records[mid] = Record(
+            uri=MemoryURI.trusted(actor, head.ns, mid, head.head),
+            memory=memory,
+            version=head.head,
+            seq=version.seq,
+            at=version.at,
+            head=head.head,
+            latest=head.latest,
+            status=head.status,
+            created_at=head.created_at,
+        )
+    edges = _check_edges(bundle["edges"], h, smt_root, records)
+    return VerifiedScope(actor, h, seq, root, tuple(records.values()), edges)
+
+
+def _check_anchor(anchor: Any, actor: str, h: str, seq: int, mmr_root: bytes) -> None:
+    """SC3: journal entry 1 is in the MMR and its id was made with ``actor``."""
+    if anchor is None:
+        if seq != 0:
+            raise _fail("the anchor entry is missing")
+        return
+    item = _map(anchor, {"entry", "proof"}, "the anchor")
+    entry_bytes, proof = item["entry"], item["proof"]
+    if type(entry_bytes) is not bytes or type(proof) is not list:
+        raise _fail("the anchor is malformed")
+    if not verify_inclusion(h, 0, seq, mmr_leaf_hash(h, entry_bytes), proof, mmr_root):
+        raise _fail("the anchor entry is not the journal's first entry")
+    entry = decode_entry(entry_bytes)
+    if entry.seq != 1 or entry.op != "write" or entry.body_bytes is None:
+        raise _fail("the anchor entry is not the first write")
+    if memory_id(Identity(actor, h), entry.ns, 1, entry.body_bytes) != entry.memory_id:
+        raise _fail(f"the journal was not written by actor {actor!r}")
+
+
+def _check_edges(
+    raw_edges: Any, h: str, smt_root: bytes, records: Mapping[bytes, Record]
+) -> tuple[ScopeEdge, ...]:
+    if type(raw_edges) is not list:
+        raise _fail("edges is not a list")
+    found = []
+    previous = b""
+    for raw in raw_edges:
+        item = _map(raw, {"key", "record", "proof"}, "an edge")
+        key, record, proof = item["key"], item["record"], item["proof"]
+        if type(key) is not bytes or len(key) != _EDGE_KEY_SIZE or key[:1] != b"o":
+            raise _fail("an edge key is malformed")
+        if key <= previous:
+            raise _fail("edge keys are not in strictly increasing order")
+        previous = key
+        if type(record) is not bytes:
+            raise _fail("an edge record is not bytes")
+        if not verify_smt(h, smt_root, edge_smt_key(h, key), edge_commitment(h, record), proof):
+            raise _fail("an edge is not in the tree with these bytes")  # SC5
+        src, dst = key[1 : 1 + ID_SIZE], key[2 + ID_SIZE :]
+        if src not in records or dst not in records:
+            raise _fail("an edge names a memory outside the scope")
+        state = EdgeState.decode(record)
+        found.append(
+            ScopeEdge(
+                records[src].uri.head,
+                records[dst].uri.head,
+                relation_name(key[1 + ID_SIZE]),
+                state.strength / 1_000_000,
+                state.status,
+                state.origin,
+            )
+        )
+    return tuple(found)

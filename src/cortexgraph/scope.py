@@ -1,0 +1,283 @@
+"""Scopes for sub-agents: ``Cortex.scope`` exports a proof-checked slice, and
+:func:`verify_scope` checks one without any database and returns a read-only
+:class:`ScopeView` with ``find``, keyword ``recall`` and ``context`` over the slice.
+
+The bundle format and what verification checks are in ``core/scope.py`` (SC1-SC5).
+Inside a scope, ranking uses what the slice proves: confidence, priority, recency, and
+centrality within the slice's own edges; access history and learned weights are not part of
+a bundle, so frequency is 0 and the weights are the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .core.commitments import _mmr_getter, _smt_getter, edge_smt_key, roots
+from .core.context import ContextItem, pack_context
+from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+from .core.graph import OUT
+from .core.merkle import mmr_inclusion_proof, smt_key
+from .core.postings import index_text
+from .core.query import (
+    MemoryAttrs,
+    Predicate,
+    check_bounded,
+    check_not_too_broad,
+    check_order,
+    check_predicate,
+    matches,
+    to_dnf,
+)
+from .core.salience import DEFAULT_WEIGHTS, salience_factors, cold_score
+from .core.scope import (
+    ScopeEdge,
+    encode_scope,
+    verify_scope_bytes,
+)
+from .core.smt_store import smt_store_prove
+from .core.state import HeadState, Record
+from .core.text import bm25_scores, term_counts
+from .core.fusion import RECALL_BM25
+from .core.uri import MemoryURI
+from .errors import NotFoundError, ValidationError
+from .find import FindResult, Hit
+
+if TYPE_CHECKING:
+    from .cortex import Cortex, MemoryRef
+
+__all__ = ["ScopeView", "export_scope", "verify_scope"]
+
+MAX_SCOPE_MEMORIES = 10_000
+_EXCLUDED_TYPES = ("attest", "learn_weights")
+
+
+def export_scope(
+    cx: Cortex, where_or_uris: Predicate | Iterable[MemoryRef], *, limit: int,
+    include_edges: bool,
+) -> bytes:
+    """Carry out :meth:`Cortex.scope`."""
+    if type(limit) is not int or not 1 <= limit <= MAX_SCOPE_MEMORIES:
+        raise ValidationError(f"must be an integer in 1..{MAX_SCOPE_MEMORIES}", field="limit")
+    if type(include_edges) is not bool:
+        raise ValidationError("must be True or False", field="include_edges")
+    if isinstance(where_or_uris, Predicate):
+        ids = [uri.id for uri in cx.find(where_or_uris, limit=limit).uris]
+    elif isinstance(where_or_uris, (str, bytes, MemoryURI)) or not isinstance(
+        where_or_uris, Iterable
+    ):
+        raise ValidationError("must be a Q predicate or a list of memory URIs", field="where")
+    else:
+        refs = list(where_or_uris)
+        if len(refs) > limit:
+            raise ValidationError(f"{len(refs)} memories is more than limit={limit}",
+                                  field="limit")
+        ids = list(dict.fromkeys(cx._parse_ref(ref, allow_id=True).id for ref in refs))
+    h = cx.hash_name
+    with cx._env.read() as txn:
+        size = txn.last_seq()
+        mmr, smt, root = roots(h, txn.get, size)
+        getter = _smt_getter(txn.get)
+        records = []
+        for memory_id in ids:
+            raw = txn.get("heads", memory_id)
+            if raw is None:
+                raise NotFoundError(f"no memory {memory_id.hex()}")
+            head = HeadState.decode(raw)
+            version = txn.get("versions", memory_id + head.head.to_bytes(4, "big"))
+            if version is None:
+                raise NotFoundError(f"memory {memory_id.hex()} has no head version")
+            proof = smt_store_prove(h, getter, smt_key(h, head.ns, memory_id))
+            records.append({"id": memory_id, "head": bytes(raw), "version": bytes(version),
+                            "proof": proof})
+        edges = []
+        if include_edges:
+            wanted = set(ids)
+            for memory_id in ids:
+                for key, value in txn.iter_items("edges", OUT + memory_id):
+                    if bytes(key[18:]) in wanted:
+                        key = bytes(key)
+                        proof = smt_store_prove(h, getter, edge_smt_key(h, key))
+                        edges.append({"key": key, "record": bytes(value), "proof": proof})
+        anchor = None
+        if size:
+            first = txn.get("journal", (1).to_bytes(8, "big"))
+            path = mmr_inclusion_proof(h, _mmr_getter(txn.get), 0, size)
+            anchor = {"entry": bytes(first or b""), "proof": list(path)}
+    manifest = {"actor": cx.actor, "hash_name": h, "seq": size, "mmr_root": mmr,
+                "smt_root": smt, "overall_root": root}
+    return encode_scope(manifest, anchor, records, edges)
+
+
+def verify_scope(blob: bytes, trusted_root: bytes | None = None) -> ScopeView:
+    """Check a scope bundle against its own roots (and ``trusted_root`` if given) and
+    return a read-only view of it. Needs no database.
+
+    Raises:
+        VerificationError: anything that does not check out: a flipped bit, truncation,
+            trailing bytes, a proof that does not match, a different trusted root.
+    """
+    verified = verify_scope_bytes(blob, trusted_root)
+    return ScopeView(
+        actor=verified.actor,
+        hash_name=verified.hash_name,
+        seq=verified.seq,
+        overall_root=verified.overall_root,
+        records=verified.records,
+        edges=verified.edges,
+    )
+
+
+@attrs.frozen
+class ScopeView(Sequence[Record]):
+    """A verified slice of a store: its records (head versions) and the edges among them.
+
+    Read-only: ``find``, ``recall`` (keyword) and ``context`` work as on a store, over the
+    slice only (see the module doc for how ranking differs).
+    """
+
+    actor: str
+    hash_name: str
+    seq: int
+    overall_root: bytes
+    records: tuple[Record, ...]
+    edges: tuple[ScopeEdge, ...]
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.records[index]
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records)
+
+    def _in_degrees(self) -> dict[bytes, int]:
+        counts: dict[bytes, int] = {}
+        for edge in self.edges:
+            if edge.status == "active":
+                counts[edge.dst.id] = counts.get(edge.dst.id, 0) + 1
+        return counts
+
+    def _score(self, record: Record, degrees: dict[bytes, int], top: int, now: int) -> int:
+        m = record.memory
+        factors = salience_factors(
+            type_name=m.type_name, confidence=m.confidence, priority=m.priority,
+            pinned=m.pinned, in_degree=degrees.get(record.uri.id, 0), max_in_degree=top,
+            access_count=0, max_access=0, age_ms=now - record.at,
+        )
+        return cold_score(factors, DEFAULT_WEIGHTS)
+
+    def find(
+        self, where: Predicate, *, limit: int | None = None, budget_tokens: int | None = None,
+        order_by: str = "salience", form: str = "short", now: int = 0,
+        estimator: TokenEstimator | None = None,
+    ) -> FindResult:
+        """``Cortex.find`` over the slice (same guards, orders and forms)."""
+        predicate = check_predicate(where)
+        check_bounded(limit, budget_tokens)
+        check_order(order_by)
+        if form not in FORMS:
+            raise ValidationError(f"must be one of {', '.join(FORMS)}", field="form")
+        dnf = to_dnf(predicate)
+        check_not_too_broad(dnf)
+        count = estimator or estimate_tokens
+        degrees = self._in_degrees()
+        top = max(degrees.values(), default=0)
+        keyed = []
+        for record in self.records:
+            m = record.memory
+            attrs_ = MemoryAttrs(type_name=m.type_name, ns=record.uri.ns, tags=m.tags,
+                                 at=record.at, confidence=m.confidence, priority=m.priority,
+                                 status=record.status, pinned=m.pinned)
+            if not matches(predicate, attrs_):
+                continue
+            score = self._score(record, degrees, top, now)
+            key = {"salience": score, "recent": record.at, "priority": m.priority,
+                   "confidence": m.confidence}[order_by]
+            keyed.append((-key, record.uri.id, record, score))
+        keyed.sort(key=lambda item: (item[0], item[1]))
+        hits: list[Hit] = []
+        used = 0
+        for _, _, record, score in keyed:
+            if limit is not None and len(hits) >= limit:
+                break
+            text = render(record, form)
+            tokens = count(text)
+            if budget_tokens is not None and used + tokens > budget_tokens:
+                break
+            used += tokens
+            hits.append(Hit(record.uri, record, text, tokens, score))
+        return FindResult(tuple(hits), used, len(keyed), "scan of the scope", self.seq)
+
+    def recall(self, text: str, *, k: int = 10) -> list[tuple[Record, float]]:
+        """Keyword (BM25) recall over the slice's active memories, best first."""
+        if type(text) is not str or not text.strip():
+            raise ValidationError("must be a non-empty string", field="text")
+        if type(k) is not int or k < 1:
+            raise ValidationError("must be a positive integer", field="k")
+        postings: dict[str, dict[bytes, int]] = {}
+        lengths: dict[bytes, int] = {}
+        by_id: dict[bytes, Record] = {}
+        for record in self.records:
+            if record.status != "active" or record.memory.type_name in _EXCLUDED_TYPES:
+                continue
+            counts = term_counts(index_text(record.memory))
+            by_id[record.uri.id] = record
+            lengths[record.uri.id] = sum(counts.values())
+            for term, tf in counts.items():
+                postings.setdefault(term, {})[record.uri.id] = tf
+        if not lengths:
+            return []
+        avg = sum(lengths.values()) / len(lengths) or 1.0
+        scores = bm25_scores(list(term_counts(text)), postings, lengths, len(lengths), avg,
+                             RECALL_BM25)
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:k]
+        return [(by_id[memory_id], score) for memory_id, score in ranked]
+
+    def context(
+        self, *, query: str | None = None, budget_tokens: int, now: int = 0,
+        estimator: TokenEstimator | None = None,
+    ) -> Any:
+        """A context bundle packed from the slice: the floor (pinned memories, Goals,
+        Constraints, Preferences, then the most salient Facts), the keyword recall of
+        ``query`` as the foreground, the rest as one-line background."""
+        from .context import ContextBundle
+
+        degrees = self._in_degrees()
+        top = max(degrees.values(), default=0)
+        live = [r for r in self.records
+                if r.status == "active" and r.memory.type_name not in _EXCLUDED_TYPES]
+        ranked = sorted(live, key=lambda r: (-self._score(r, degrees, top, now), r.uri.id))
+        items: list[ContextItem] = []
+        placed: set[bytes] = set()
+
+        def add(record: Record, layer: str) -> None:
+            if record.uri.id not in placed:
+                placed.add(record.uri.id)
+                items.append(ContextItem(uri=str(record.uri), type_name=record.memory.type_name,
+                                         layer=layer, rank=len(items), record=record))
+
+        for record in ranked:
+            m = record.memory
+            floor = m.pinned or m.type_name in ("constraint", "preference") or (
+                m.type_name == "goal" and getattr(m, "status", "") == "active")
+            if floor:
+                add(record, "floor")
+        for record in [r for r in ranked if r.memory.type_name == "fact"][:5]:
+            add(record, "floor")
+        if query is not None:
+            for record, _ in self.recall(query, k=20):
+                add(record, "foreground")
+        for record in ranked:
+            add(record, "background")
+        packed = pack_context(items, budget_tokens, estimator=estimator or estimate_tokens)
+        by_uri = {str(r.uri): r.uri for r in live}
+        return ContextBundle(
+            text=packed.text,
+            items=tuple((by_uri[u], layer, form) for u, layer, form in packed.items),
+            tokens=packed.tokens,
+            digest=packed.digest,
+        )
