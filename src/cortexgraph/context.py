@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Final
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from .core.context import ContextItem, pack_context
 from .core.forms import TokenEstimator, estimate_tokens
-from .core.query import Q, plan
 from .core.state import HeadState, Record
-from .core.taxonomy import MAX_SHORT_TEXT, Event, Goal
+from .core.taxonomy import MAX_SHORT_TEXT, MEMORY_TYPES, Event, Goal
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
 
@@ -70,21 +70,24 @@ AGENT_TYPES: Final = (
     "artifact_ref",
 )
 
+_TYPE_CODE: Final = {t.type_name: t.type_code for t in MEMORY_TYPES}
+_AGENT_CODES: Final = np.asarray([_TYPE_CODE[name] for name in AGENT_TYPES], dtype=np.uint8)
+
 #: How many candidates each step may contribute at a budget of up to 2,000 tokens.
 #: ``*_scan`` bound how many memories a step may read to find them (Goals whose status is
 #: not "active", Events of other channels are read and passed over).
 BASE_CAPS: Final = {
-    "pinned": 16,
-    "goals": 12,
-    "goals_scan": 96,
-    "constraints": 16,
-    "preferences": 16,
+    "pinned": 8,
+    "goals": 8,
+    "goals_scan": 64,
+    "constraints": 10,
+    "preferences": 10,
     "facts": 4,
-    "hits": 12,
+    "hits": 16,
     "events": 12,
     "events_with_query": 6,
     "events_scan": 384,
-    "background": 32,
+    "background": 24,
 }
 #: The budget the base caps are sized for; above it they grow in proportion.
 BASE_BUDGET: Final = 2_000
@@ -120,7 +123,7 @@ def caps_for(budget_tokens: int) -> dict[str, int]:
     1,000).
 
     >>> caps_for(600)["background"], caps_for(5_000)["background"], caps_for(5_000)["hits"]
-    (32, 96, 36)
+    (24, 72, 48)
     """
     scale = max(1, -(-budget_tokens // BASE_BUDGET))
     caps = {name: cap * scale for name, cap in BASE_CAPS.items()}
@@ -183,6 +186,8 @@ class _Reader:
         self.txn = txn
         self.index = index
         self._records: dict[int, Record] = {}
+        self._agent: Rows | None = None
+        self._agent_types: npt.NDArray[np.uint8] = np.zeros(0, dtype=np.uint8)
 
     def record(self, row: int) -> Record:
         record = self._records.get(row)
@@ -201,9 +206,24 @@ class _Reader:
         return record
 
     def rows_of(self, *type_names: str) -> Rows:
-        """The active memories of these types (sorted rows), from the type posting lists."""
-        index = self.index
-        return index.select(plan(Q.any_of(*(Q.type(t) for t in type_names)), index.size))
+        """The active memories of these types (sorted rows).
+
+        One vectorised pass over the status and type columns per call to
+        :class:`_Reader`, then a mask over those rows per call: the same rows as the
+        query planner selects for ``Q.type(a) | Q.type(b) | ...`` (status default
+        included), without merging posting lists.
+        """
+        if self._agent is None:
+            index = self.index
+            active = index.active(index.all_rows())
+            agent_types = index.cols["type"][active]
+            keep = np.isin(agent_types, _AGENT_CODES)
+            self._agent, self._agent_types = active[keep], agent_types[keep]
+        if len(type_names) == len(AGENT_TYPES):
+            return self._agent
+        codes = np.asarray([_TYPE_CODE[name] for name in type_names], dtype=np.uint8)
+        rows: Rows = self._agent[np.isin(self._agent_types, codes)]
+        return rows
 
 
 def _take(rows: Iterator[int], want: int, keep: Callable[[int], bool], scan: int) -> list[int]:
@@ -221,7 +241,9 @@ def _take(rows: Iterator[int], want: int, keep: Callable[[int], bool], scan: int
     return taken
 
 
-def _floor(reader: _Reader, caps: dict[str, int], now: int) -> list[int]:
+def _floor(reader: _Reader, caps: dict[str, int], now: int, relevant: set[int]) -> list[int]:
+    """The floor's rows in rank order; the hottest Facts leave out ``relevant`` (the
+    recall hits, which the foreground shows)."""
     index = reader.index
     chosen: list[int] = []
     taken: set[int] = set()  # membership only; never iterated
@@ -254,21 +276,28 @@ def _floor(reader: _Reader, caps: dict[str, int], now: int) -> list[int]:
         rows = index.ordered(reader.rows_of(type_name), "salience", now)
         add(_take(rows, caps[step], fresh, caps[step] + len(pinned_rows)))
     facts = index.ordered(reader.rows_of("fact"), "salience", now)
-    add(_take(facts, caps["facts"], fresh, caps["facts"] + len(pinned_rows)))
+    add(
+        _take(
+            facts,
+            caps["facts"],
+            lambda row: fresh(row) and row not in relevant,
+            caps["facts"] + len(pinned_rows) + len(relevant),
+        )
+    )
     return chosen
 
 
 def _channel_events(reader: _Reader, channel: str, want: int, scan: int) -> list[int]:
-    """The ``want`` newest Events of ``channel``: candidates are the ``scan`` Events with
-    the latest head versions; among those on the channel, newest ``occurred_at`` (else
-    ``at``) first, ties by id."""
+    """The ``want`` newest Events of ``channel``: walking the Events from the latest head
+    version back (by ``at``, looking at no more than ``scan``), the first ``want`` on the
+    channel, then ordered newest ``occurred_at`` (else ``at``) first, ties by id."""
     index = reader.index
 
     def on_channel(row: int) -> bool:
         memory = reader.record(row).memory
         return isinstance(memory, Event) and memory.channel == channel
 
-    found = _take(index.ordered(reader.rows_of("event"), "recent", 0), scan, on_channel, scan)
+    found = _take(index.ordered(reader.rows_of("event"), "recent", 0), want, on_channel, scan)
 
     def when(row: int) -> int:
         record = reader.record(row)
@@ -375,18 +404,18 @@ def _candidates(
         )
         ranks[layer] += 1
 
-    chosen = _floor(reader, caps, now)
-    for row in chosen:
-        add(reader.record(row), "floor")
+    recalled: list[Record] = []
     if hits is not None:
         for hit in hits:
-            if hit.record.memory.type_name not in AGENT_TYPES:
-                continue
-            for record in (hit.record, *hit.attached):
-                add(record, "foreground")
-                hit_row = index.row_of.get(record.uri.id)
-                if hit_row is not None:
-                    chosen.append(hit_row)
+            if hit.record.memory.type_name in AGENT_TYPES:
+                recalled.extend((hit.record, *hit.attached))
+    relevant = [index.row_of[record.uri.id] for record in recalled]
+    chosen = _floor(reader, caps, now, set(relevant))
+    for row in chosen:
+        add(reader.record(row), "floor")
+    for record in recalled:
+        add(record, "foreground")
+    chosen.extend(relevant)
     if channel is not None:
         want = caps["events"] if hits is None else caps["events_with_query"]
         events = _channel_events(reader, channel, want, caps["events_scan"])
