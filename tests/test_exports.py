@@ -15,6 +15,7 @@ PUBLIC = [
     "BatchNoJournalError",
     "Clock",
     "Constraint",
+    "ContextBundle",
     "CorruptionError",
     "Cortex",
     "CortexError",

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
+from .context import ContextBundle
 from .core.commitments import MemoryProof, SnapshotManifest
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
 from .core.graph import RELATIONS
@@ -33,6 +34,7 @@ from .core.taxonomy import (
 )
 from .core.uri import MemoryURI
 from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
+from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
 from .errors import (
     AlreadyOpenError,
     BatchNoJournalError,
@@ -48,7 +50,6 @@ from .errors import (
     VerificationError,
     VersionConflictError,
 )
-from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
 from .find import FindResult, Hit
 from .recall import RecallHit, RecallResult
 from .replay import ActorReport, VerifyReport, verify
@@ -65,6 +66,7 @@ __all__ = [
     "BatchNoJournalError",
     "Clock",
     "Constraint",
+    "ContextBundle",
     "CorruptionError",
     "Cortex",
     "CortexError",

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from .clock import Clock, SystemClock
+from .context import ContextBundle, run_context
 from .core.commitments import (
     MemoryProof,
     SnapshotManifest,
@@ -494,6 +495,43 @@ class Cortex:
             late_binding=late_binding,
             now=now,
             expand_graph=expand,
+        )
+
+    def context(
+        self,
+        *,
+        query: str | None = None,
+        budget_tokens: int,
+        channel: str | None = None,
+        now: int | None = None,
+        estimator: TokenEstimator | None = None,
+    ) -> ContextBundle:
+        """A token-budgeted context bundle for a prompt: floor, foreground, background.
+
+        The floor holds pinned memories, active Goals, Constraints, Preferences and the
+        hottest Facts; the foreground the ``recall(query)`` hits, and/or the channel's
+        most recent Events; the background one short line each for the most salient of
+        the rest. Only active memories appear, never Attest or LearnWeights. The rules
+        are in ``docs/context.md``.
+
+        Args:
+            query: what the prompt is about (its recall hits fill the foreground).
+            budget_tokens: the most tokens the text may cost (required).
+            channel: a channel whose most recent Events join the foreground.
+            now: the instant salience is computed at (ms; default: the clock).
+            estimator: counts tokens (default ``estimate_tokens``).
+
+        Returns:
+            A :class:`ContextBundle` ``(text, items, tokens, digest)``: the same state and
+            arguments give the same bytes.
+        """
+        return run_context(
+            self,
+            query=query,
+            budget_tokens=budget_tokens,
+            channel=channel,
+            now=now,
+            estimator=estimator,
         )
 
     @property
