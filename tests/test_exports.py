@@ -16,6 +16,7 @@ PUBLIC = [
     "Clock",
     "CompactReport",
     "Constraint",
+    "ContextBundle",
     "CorruptionError",
     "Cortex",
     "CortexError",
@@ -50,6 +51,7 @@ PUBLIC = [
     "RecallHit",
     "RecallResult",
     "Record",
+    "ScopeView",
     "SnapshotManifest",
     "Source",
     "Stats",
@@ -69,6 +71,7 @@ PUBLIC = [
     "open",
     "render",
     "verify",
+    "verify_scope",
 ]
 
 

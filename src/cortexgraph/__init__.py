@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .clock import Clock, ManualClock, SystemClock
 from .compact import CompactReport
+from .context import ContextBundle
 from .core.commitments import MemoryProof, SnapshotManifest
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
 from .core.graph import RELATIONS
@@ -55,6 +56,7 @@ from .errors import (
 from .find import FindResult, Hit
 from .recall import RecallHit, RecallResult
 from .replay import ActorReport, VerifyReport, verify
+from .scope import ScopeView, verify_scope
 
 __version__ = "0.1.0"
 
@@ -69,6 +71,7 @@ __all__ = [
     "Clock",
     "CompactReport",
     "Constraint",
+    "ContextBundle",
     "CorruptionError",
     "Cortex",
     "CortexError",
@@ -103,6 +106,7 @@ __all__ = [
     "RecallHit",
     "RecallResult",
     "Record",
+    "ScopeView",
     "SnapshotManifest",
     "Source",
     "Stats",
@@ -122,4 +126,5 @@ __all__ = [
     "open",
     "render",
     "verify",
+    "verify_scope",
 ]

@@ -19,6 +19,7 @@ import attrs
 
 from .clock import Clock, SystemClock
 from .compact import CompactReport, autolink, run_compact
+from .context import ContextBundle, run_context
 from .core.commitments import (
     MemoryProof,
     SnapshotManifest,
@@ -80,6 +81,7 @@ from .errors import (
 )
 from .find import FindResult, run_find
 from .recall import RecallResult, VectorState, run_recall
+from .scope import export_scope
 from .store.columns import ColumnIndex
 from .store.env import DEFAULT_MAP_SIZE, TABLES, Environment, MapFull, ReadTxn, WriteTxn
 
@@ -421,6 +423,25 @@ class Cortex:
         """
         return run_compact(self, now=now)
 
+    def scope(
+        self,
+        where_or_uris: Predicate | Iterable[MemoryRef],
+        *,
+        limit: int = 100,
+        include_edges: bool = True,
+    ) -> bytes:
+        """A proof-checked slice of this store for a sub-agent, as bytes.
+
+        ``where_or_uris`` is a ``Q`` predicate (the ``limit`` best by salience, as
+        :meth:`find` ranks them) or a list of memory URIs (at most ``limit``). The bundle
+        holds the manifest (actor, seq, roots), each memory's head record and head version
+        with its SMT proof, the edges among them with theirs, and the journal's first entry
+        with its MMR proof (it binds the actor's name). Check it with
+        :func:`cortexgraph.verify_scope`, which needs no database. Bundles are capped at
+        64 MiB. Format: ``docs/scopes.md``.
+        """
+        return export_scope(self, where_or_uris, limit=limit, include_edges=include_edges)
+
     def weights(self) -> tuple[int, ...]:
         """The current salience weights in ppm, in ``FACTOR_NAMES`` order (sum 1,000,000)."""
         with self._reading() as txn:
@@ -519,6 +540,43 @@ class Cortex:
             late_binding=late_binding,
             now=now,
             expand_graph=expand,
+        )
+
+    def context(
+        self,
+        *,
+        query: str | None = None,
+        budget_tokens: int,
+        channel: str | None = None,
+        now: int | None = None,
+        estimator: TokenEstimator | None = None,
+    ) -> ContextBundle:
+        """A token-budgeted context bundle for a prompt: floor, foreground, background.
+
+        The floor holds pinned memories, active Goals, Constraints, Preferences and the
+        hottest Facts; the foreground the ``recall(query)`` hits, and/or the channel's
+        most recent Events; the background one short line each for the most salient of
+        the rest. Only active memories appear, never Attest or LearnWeights. The rules
+        are in ``docs/context.md``.
+
+        Args:
+            query: what the prompt is about (its recall hits fill the foreground).
+            budget_tokens: the most tokens the text may cost (required).
+            channel: a channel whose most recent Events join the foreground.
+            now: the instant salience is computed at (ms; default: the clock).
+            estimator: counts tokens (default ``estimate_tokens``).
+
+        Returns:
+            A :class:`ContextBundle` ``(text, items, tokens, digest)``: the same state and
+            arguments give the same bytes.
+        """
+        return run_context(
+            self,
+            query=query,
+            budget_tokens=budget_tokens,
+            channel=channel,
+            now=now,
+            estimator=estimator,
         )
 
     @property

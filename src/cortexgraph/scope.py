@@ -18,6 +18,7 @@ import attrs
 from .core.commitments import _mmr_getter, _smt_getter, edge_smt_key, roots
 from .core.context import ContextItem, pack_context
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+from .core.fusion import RECALL_BM25
 from .core.graph import OUT
 from .core.merkle import mmr_inclusion_proof, smt_key
 from .core.postings import index_text
@@ -31,7 +32,7 @@ from .core.query import (
     matches,
     to_dnf,
 )
-from .core.salience import DEFAULT_WEIGHTS, salience_factors, cold_score
+from .core.salience import DEFAULT_WEIGHTS, cold_score, salience_factors
 from .core.scope import (
     ScopeEdge,
     encode_scope,
@@ -40,7 +41,6 @@ from .core.scope import (
 from .core.smt_store import smt_store_prove
 from .core.state import HeadState, Record
 from .core.text import bm25_scores, term_counts
-from .core.fusion import RECALL_BM25
 from .core.uri import MemoryURI
 from .errors import NotFoundError, ValidationError
 from .find import FindResult, Hit
@@ -154,6 +154,13 @@ class ScopeView(Sequence[Record]):
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records)
 
+    def _now(self, now: int | None) -> int:
+        if now is None:
+            return max((r.at for r in self.records), default=0)
+        if type(now) is not int or now < 0:
+            raise ValidationError("must be integer milliseconds since the epoch", field="now")
+        return now
+
     def _in_degrees(self) -> dict[bytes, int]:
         counts: dict[bytes, int] = {}
         for edge in self.edges:
@@ -172,10 +179,13 @@ class ScopeView(Sequence[Record]):
 
     def find(
         self, where: Predicate, *, limit: int | None = None, budget_tokens: int | None = None,
-        order_by: str = "salience", form: str = "short", now: int = 0,
+        order_by: str = "salience", form: str = "short", now: int | None = None,
         estimator: TokenEstimator | None = None,
     ) -> FindResult:
-        """``Cortex.find`` over the slice (same guards, orders and forms)."""
+        """``Cortex.find`` over the slice (same guards, orders and forms). ``now``
+        defaults to the latest write time in the slice, so a view ranks the same
+        everywhere."""
+        now = self._now(now)
         predicate = check_predicate(where)
         check_bounded(limit, budget_tokens)
         check_order(order_by)
@@ -238,7 +248,7 @@ class ScopeView(Sequence[Record]):
         return [(by_id[memory_id], score) for memory_id, score in ranked]
 
     def context(
-        self, *, query: str | None = None, budget_tokens: int, now: int = 0,
+        self, *, query: str | None = None, budget_tokens: int, now: int | None = None,
         estimator: TokenEstimator | None = None,
     ) -> Any:
         """A context bundle packed from the slice: the floor (pinned memories, Goals,
@@ -246,6 +256,7 @@ class ScopeView(Sequence[Record]):
         ``query`` as the foreground, the rest as one-line background."""
         from .context import ContextBundle
 
+        now = self._now(now)
         degrees = self._in_degrees()
         top = max(degrees.values(), default=0)
         live = [r for r in self.records

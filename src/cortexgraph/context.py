@@ -1,0 +1,430 @@
+"""``Cortex.context``: choose and rank the candidates of a context bundle, then pack them.
+
+The packing (which candidates fit, in which form, the exact text and its digest) is the
+pure :func:`cortexgraph.core.context.pack_context`; this module only decides *which*
+memories are candidates, in which layer and in which order, reading the committed state
+through the column index (``store.columns``) and LMDB. The rules, in full, are in
+``docs/context.md``; in short, for a budget of up to 2,000 tokens (the caps scale with
+the budget, see :func:`caps_for`):
+
+floor (rank order)
+    1. pinned memories, by salience (a Goal only while its ``status`` is "active");
+    2. active Goals (``Goal.status == "active"``), by salience;
+    3. Constraints, by salience;
+    4. Preferences, by salience;
+    5. the hottest Facts, by salience.
+foreground
+    with a ``query``: the hits of ``cx.recall(query, k=...)`` in recall order, each
+    followed by the code attached to it (``source_of`` ArtifactRefs); then, if a
+    ``channel`` is also given, that channel's most recent Events. Without a query: the
+    channel's most recent Events (newest first, by ``occurred_at``, else the head
+    version's ``at``). Neither: no foreground.
+background
+    one short line each for the most salient active memories not already chosen.
+
+Only active memories of the seven agent-facing types are ever candidates: archived,
+pruned, merged and tombstoned memories are excluded by the column index's status column
+(the query planner's status default), and the execution-side types (Attest,
+LearnWeights) are never selected, not even from recall hits.
+
+Cost: every step reads posting lists and columns with numpy and walks rows lazily in
+exact salience or recency order (``ColumnIndex.ordered``); no step loops in Python over
+the whole store, and the number of records read from LMDB is bounded by the caps.
+"""
+
+from __future__ import annotations
+
+import itertools
+import unicodedata
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from .core.context import ContextItem, pack_context
+from .core.forms import TokenEstimator, estimate_tokens
+from .core.state import HeadState, Record
+from .core.taxonomy import MAX_SHORT_TEXT, MEMORY_TYPES, Event, Goal
+from .core.uri import MemoryURI
+from .errors import CortexError, ValidationError
+
+if TYPE_CHECKING:
+    from .cortex import Cortex
+    from .recall import RecallResult
+    from .store.columns import ColumnIndex, Rows
+    from .store.env import ReadTxn
+
+__all__ = ["AGENT_TYPES", "BASE_CAPS", "ContextBundle", "caps_for", "run_context"]
+
+#: The memory types a context may show: everything but the execution-side Attest and
+#: LearnWeights, which record outcomes and ranking weights, not knowledge.
+AGENT_TYPES: Final = (
+    "goal",
+    "preference",
+    "constraint",
+    "fact",
+    "pattern",
+    "event",
+    "artifact_ref",
+)
+
+_TYPE_CODE: Final = {t.type_name: t.type_code for t in MEMORY_TYPES}
+_AGENT_CODES: Final = np.asarray([_TYPE_CODE[name] for name in AGENT_TYPES], dtype=np.uint8)
+
+#: How many candidates each step may contribute at a budget of up to 2,000 tokens.
+#: ``*_scan`` bound how many memories a step may read to find them (Goals whose status is
+#: not "active", Events of other channels are read and passed over).
+BASE_CAPS: Final = {
+    "pinned": 8,
+    "goals": 8,
+    "goals_scan": 64,
+    "constraints": 10,
+    "preferences": 10,
+    "facts": 4,
+    "hits": 16,
+    "events": 12,
+    "events_with_query": 6,
+    "events_scan": 384,
+    "background": 24,
+}
+#: The budget the base caps are sized for; above it they grow in proportion.
+BASE_BUDGET: Final = 2_000
+_MAX_RECALL_K = 1_000
+_MAX_BUDGET = 10_000_000
+_MAX_AT = 2**63 - 1
+_MAX_QUERY = 10_000  # characters
+_STATE_RETRIES = 3
+
+
+@attrs.frozen
+class ContextBundle:
+    """A packed context: the prompt text and what went into it.
+
+    Attributes:
+        text: the prompt text (format in ``docs/context.md``); ``""`` when nothing fits.
+        items: ``(uri, layer, form)`` for every memory in the text, in text order; each
+            URI is pinned to the head version that was rendered.
+        tokens: the text's token count as the estimator counts it; never above the budget.
+        digest: hex BLAKE3-256 of ``text`` in UTF-8. The same state and arguments give
+            the same text, hence the same digest, in any process.
+    """
+
+    text: str
+    items: tuple[tuple[MemoryURI, str, str], ...]
+    tokens: int
+    digest: str
+
+
+def caps_for(budget_tokens: int) -> dict[str, int]:
+    """The candidate caps for a budget: :data:`BASE_CAPS` up to :data:`BASE_BUDGET`
+    tokens, multiplied by ``ceil(budget / BASE_BUDGET)`` above it (recall's ``k`` at most
+    1,000).
+
+    >>> caps_for(600)["background"], caps_for(5_000)["background"], caps_for(5_000)["hits"]
+    (24, 72, 48)
+    """
+    scale = max(1, -(-budget_tokens // BASE_BUDGET))
+    caps = {name: cap * scale for name, cap in BASE_CAPS.items()}
+    caps["hits"] = min(caps["hits"], _MAX_RECALL_K)
+    return caps
+
+
+# ---------------------------------------------------------------------------
+# arguments
+
+
+def _check_args(
+    query: object, budget_tokens: object, channel: object, now: object, estimator: object
+) -> tuple[str | None, int, str | None, TokenEstimator]:
+    if type(budget_tokens) is not int or not 0 <= budget_tokens <= _MAX_BUDGET:
+        raise ValidationError(
+            f"must be an integer in 0..{_MAX_BUDGET:,}, not {budget_tokens!r}",
+            field="budget_tokens",
+        )
+    if query is not None:
+        if type(query) is not str or not query.strip():
+            raise ValidationError("must be None or a non-empty string", field="query")
+        if len(query) > _MAX_QUERY:
+            raise ValidationError(f"longer than {_MAX_QUERY:,} characters", field="query")
+        _check_utf8(query, "query")
+    if channel is not None:
+        if type(channel) is not str or not channel:
+            raise ValidationError("must be None or a non-empty string", field="channel")
+        if len(channel) > MAX_SHORT_TEXT:
+            raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field="channel")
+        _check_utf8(channel, "channel")
+        channel = unicodedata.normalize("NFC", channel)  # as Event.channel is stored
+    if now is not None and (type(now) is not int or not 0 <= now <= _MAX_AT):
+        raise ValidationError(
+            f"must be None or integer milliseconds since the epoch, not {now!r}", field="now"
+        )
+    if estimator is None:
+        estimator = estimate_tokens
+    elif not callable(estimator):
+        raise ValidationError("must be a callable (text) -> int", field="estimator")
+    return query, budget_tokens, channel, estimator
+
+
+def _check_utf8(text: str, field: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError("invalid UTF-8 (lone surrogate)", field=field) from None
+
+
+# ---------------------------------------------------------------------------
+# reading
+
+
+class _Reader:
+    """Rows to records within one read transaction, each memory read once."""
+
+    def __init__(self, cx: Cortex, txn: ReadTxn, index: ColumnIndex) -> None:
+        self.cx = cx
+        self.txn = txn
+        self.index = index
+        self._records: dict[int, Record] = {}
+        self._agent: Rows | None = None
+        self._agent_types: npt.NDArray[np.uint8] = np.zeros(0, dtype=np.uint8)
+
+    def record(self, row: int) -> Record:
+        record = self._records.get(row)
+        if record is None:
+            from .cortex import _read_record
+
+            memory_id = self.index.ids[row]
+            raw = self.txn.get("heads", memory_id)
+            if raw is None:
+                raise CortexError(f"memory {memory_id.hex()} vanished from the store")
+            head = HeadState.decode(raw)
+            uri = MemoryURI.trusted(self.cx.actor, head.ns, memory_id, head.head)
+            record = self._records[row] = _read_record(
+                self.txn, self.cx.actor, uri, head, head.head
+            )
+        return record
+
+    def rows_of(self, *type_names: str) -> Rows:
+        """The active memories of these types (sorted rows).
+
+        One vectorised pass over the status and type columns per call to
+        :class:`_Reader`, then a mask over those rows per call: the same rows as the
+        query planner selects for ``Q.type(a) | Q.type(b) | ...`` (status default
+        included), without merging posting lists.
+        """
+        if self._agent is None:
+            index = self.index
+            active = index.active(index.all_rows())
+            agent_types = index.cols["type"][active]
+            keep = np.isin(agent_types, _AGENT_CODES)
+            self._agent, self._agent_types = active[keep], agent_types[keep]
+        if len(type_names) == len(AGENT_TYPES):
+            return self._agent
+        codes = np.asarray([_TYPE_CODE[name] for name in type_names], dtype=np.uint8)
+        rows: Rows = self._agent[np.isin(self._agent_types, codes)]
+        return rows
+
+
+def _take(rows: Iterator[int], want: int, keep: Callable[[int], bool], scan: int) -> list[int]:
+    """The first ``want`` rows ``keep`` accepts, looking at no more than ``scan`` rows."""
+    taken: list[int] = []
+    if want <= 0:
+        return taken
+    for seen, row in enumerate(rows, start=1):
+        if keep(row):
+            taken.append(row)
+            if len(taken) == want:
+                break
+        if seen >= scan:
+            break
+    return taken
+
+
+def _floor(reader: _Reader, caps: dict[str, int], now: int, relevant: set[int]) -> list[int]:
+    """The floor's rows in rank order; the hottest Facts leave out ``relevant`` (the
+    recall hits, which the foreground shows)."""
+    index = reader.index
+    chosen: list[int] = []
+    taken: set[int] = set()  # membership only; never iterated
+
+    def fresh(row: int) -> bool:
+        return row not in taken
+
+    def add(rows: list[int]) -> None:
+        chosen.extend(rows)
+        taken.update(rows)
+
+    def active_goal(row: int) -> bool:
+        memory = reader.record(row).memory
+        return not isinstance(memory, Goal) or memory.status == "active"
+
+    agent_rows = reader.rows_of(*AGENT_TYPES)
+    pinned = agent_rows[index.cols["pinned"][agent_rows]]
+    pinned_rows = _take(
+        index.ordered(pinned, "salience", now), caps["pinned"], active_goal, caps["goals_scan"]
+    )
+    add(pinned_rows)
+    goals = _take(
+        index.ordered(reader.rows_of("goal"), "salience", now),
+        caps["goals"],
+        lambda row: fresh(row) and active_goal(row),
+        caps["goals_scan"],
+    )
+    add(goals)
+    for step, type_name in (("constraints", "constraint"), ("preferences", "preference")):
+        rows = index.ordered(reader.rows_of(type_name), "salience", now)
+        add(_take(rows, caps[step], fresh, caps[step] + len(pinned_rows)))
+    facts = index.ordered(reader.rows_of("fact"), "salience", now)
+    add(
+        _take(
+            facts,
+            caps["facts"],
+            lambda row: fresh(row) and row not in relevant,
+            caps["facts"] + len(pinned_rows) + len(relevant),
+        )
+    )
+    return chosen
+
+
+def _channel_events(reader: _Reader, channel: str, want: int, scan: int) -> list[int]:
+    """The ``want`` newest Events of ``channel``: walking the Events from the latest head
+    version back (by ``at``, looking at no more than ``scan``), the first ``want`` on the
+    channel, then ordered newest ``occurred_at`` (else ``at``) first, ties by id."""
+    index = reader.index
+
+    def on_channel(row: int) -> bool:
+        memory = reader.record(row).memory
+        return isinstance(memory, Event) and memory.channel == channel
+
+    found = _take(index.ordered(reader.rows_of("event"), "recent", 0), want, on_channel, scan)
+
+    def when(row: int) -> int:
+        record = reader.record(row)
+        occurred = record.memory.occurred_at if isinstance(record.memory, Event) else None
+        return record.at if occurred is None else occurred
+
+    found.sort(key=lambda row: (-when(row), index.ids[row]))
+    return found[:want]
+
+
+# ---------------------------------------------------------------------------
+# the verb
+
+
+def run_context(
+    cx: Cortex,
+    *,
+    query: str | None,
+    budget_tokens: int,
+    channel: str | None,
+    now: int | None,
+    estimator: TokenEstimator | None,
+) -> ContextBundle:
+    """Carry out :meth:`Cortex.context`: choose candidates, pack them, report the bundle.
+
+    Args:
+        cx: the open handle.
+        query: what the prompt is about; its ``recall`` hits fill the foreground.
+        budget_tokens: the most tokens the text may cost (0..10,000,000).
+        channel: a channel whose most recent Events fill the foreground (after the
+            recall hits, when there is a query).
+        now: the instant salience is computed at (ms; default: the handle's clock).
+        estimator: counts tokens (default ``estimate_tokens``).
+
+    Returns:
+        A :class:`ContextBundle`; never more than ``budget_tokens`` tokens.
+
+    Raises:
+        ValidationError: a bad argument, naming it.
+        CortexError: called inside an open batch of this thread.
+    """
+    query, budget_tokens, channel, count = _check_args(
+        query, budget_tokens, channel, now, estimator
+    )
+    if cx._active_batch() is not None:
+        raise CortexError(
+            "context reads committed state; call it outside the batch (or after it commits)"
+        )
+    now = cx._at(now)
+    caps = caps_for(budget_tokens)
+    index = cx._column_index()
+    for attempt in range(_STATE_RETRIES):
+        hits = None
+        if query is not None and budget_tokens > 0:
+            hits = cx.recall(query, k=caps["hits"], now=now)
+        with cx._env.read() as txn:
+            index.refresh(txn)
+            if hits is not None and hits.seq != index.seq and attempt + 1 < _STATE_RETRIES:
+                continue  # a writer committed between recall and this read: once more
+            items = _candidates(cx, txn, index, hits, channel, caps, now, budget_tokens)
+            break
+    packed = pack_context(items, budget_tokens, estimator=count)
+    uris = {item.uri: item.record.uri for item in items}
+    return ContextBundle(
+        text=packed.text,
+        items=tuple((uris[uri], layer, form) for uri, layer, form in packed.items),
+        tokens=packed.tokens,
+        digest=packed.digest,
+    )
+
+
+def _candidates(
+    cx: Cortex,
+    txn: ReadTxn,
+    index: ColumnIndex,
+    hits: RecallResult | None,
+    channel: str | None,
+    caps: dict[str, int],
+    now: int,
+    budget_tokens: int,
+) -> list[ContextItem]:
+    if budget_tokens == 0:
+        return []
+    reader = _Reader(cx, txn, index)
+    items: list[ContextItem] = []
+    ranks = {"floor": 0, "foreground": 0, "background": 0}
+    seen: set[str] = set()  # membership only; never iterated
+
+    def add(record: Record, layer: str) -> None:
+        uri = str(record.uri)
+        if uri in seen or record.status != "active":
+            return
+        if record.memory.type_name not in AGENT_TYPES:
+            return
+        seen.add(uri)
+        items.append(
+            ContextItem(
+                uri=uri,
+                type_name=record.memory.type_name,
+                layer=layer,
+                rank=ranks[layer],
+                record=record,
+            )
+        )
+        ranks[layer] += 1
+
+    recalled: list[Record] = []
+    if hits is not None:
+        for hit in hits:
+            if hit.record.memory.type_name in AGENT_TYPES:
+                recalled.extend((hit.record, *hit.attached))
+    relevant = [index.row_of[record.uri.id] for record in recalled]
+    chosen = _floor(reader, caps, now, set(relevant))
+    for row in chosen:
+        add(reader.record(row), "floor")
+    for record in recalled:
+        add(record, "foreground")
+    chosen.extend(relevant)
+    if channel is not None:
+        want = caps["events"] if hits is None else caps["events_with_query"]
+        events = _channel_events(reader, channel, want, caps["events_scan"])
+        for row in events:
+            add(reader.record(row), "foreground")
+        chosen.extend(events)
+    taken = np.asarray(sorted(set(chosen)), dtype=np.int64)
+    rest = reader.rows_of(*AGENT_TYPES)
+    rest = rest[~np.isin(rest, taken, assume_unique=True)]
+    for row in itertools.islice(index.ordered(rest, "salience", now), caps["background"]):
+        add(reader.record(row), "background")
+    return items
