@@ -17,8 +17,8 @@ without scanning everything in Python, and journals what they decide:
   the suggested edge; below 0.5 the edge keeps its new, weaker strength and stops being a
   candidate. Never ``supersedes``, never across namespaces or types.
 - **Auto-linking** (``open(..., autolink=True)``): after a write, the memories sharing its
-  rarer indexed terms (posting lists of at most 256 memories, at most 500 candidates, same
-  namespace, active) are compared by Jaccard similarity of their terms, and the best five
+  rarer indexed terms (terms tried longest first; posting lists of at most 64 memories; at
+  most 64 candidates; same namespace, active) are compared by Jaccard similarity of their terms, and the best five
   are linked by ``link_decision``: 0.1-0.4 an active ``relates_to`` of that strength,
   >= 0.4 a suggested one (>= 0.5: a consolidation candidate).
 """
@@ -57,8 +57,8 @@ if TYPE_CHECKING:
 __all__ = ["CompactReport"]
 
 #: auto-linking skips terms shared by more memories than this (they say little)
-RARE_TERM_LIMIT = 256
-MAX_LINK_CANDIDATES = 500
+RARE_TERM_LIMIT = 64
+MAX_LINK_CANDIDATES = 64
 MAX_LINKS = 5
 _ACTIVE, _ARCHIVED = 1, 3
 _PPM = 1_000_000
@@ -239,7 +239,8 @@ def autolink(batch: Batch, memory_id: bytes, ns: str, at: int) -> None:
     if not terms:
         return
     candidates: dict[bytes, None] = {}
-    for term in sorted(terms):
+    # longer terms first: they are the likelier to be rare (and the order is deterministic)
+    for term in sorted(terms, key=lambda t: (-len(t), t)):
         found = []
         for key in txn.iter_prefix("postings", posting_prefix(term)):
             found.append(bytes(key[-16:]))
