@@ -143,3 +143,33 @@ def test_find_link_traverse_unlink(tmp_path: Path, capsys: pytest.CaptureFixture
     assert json.loads(out)["found"] == []
     code, _, err = run(capsys, "find", "--ns", "default", *root)
     assert code == 1 and json.loads(err)["error"] == "TooBroadQueryError"
+
+
+def test_recall_context_compact_and_scopes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """recall, context, compact and scope export/verify through the CLI, with --json; a
+    tampered bundle exits 1 with VerificationError."""
+    root = ["--root", str(tmp_path / "s"), "--actor", "cli", "--json"]
+    run(capsys, "remember", "Deploys go through CI", "--tag", "deploy", *root)
+    run(capsys, "remember", "Never push to main", "--tag", "deploy", "--type", "constraint",
+        *root)
+    code, out, _ = run(capsys, "recall", "how do we deploy", "--mode", "keyword", *root)
+    assert code == 0 and json.loads(out)["hits"][0]["text"] == "Deploys go through CI"
+    code, out, _ = run(capsys, "context", "--budget-tokens", "100", *root)
+    bundle = json.loads(out)
+    assert code == 0 and bundle["tokens"] <= 100 and "Never push to main" in bundle["text"]
+    code, out, _ = run(capsys, "compact", *root)
+    assert code == 0 and json.loads(out)["archived"] == []
+    file = str(tmp_path / "scope.cbor")
+    code, out, _ = run(capsys, "scope", "export", file, "--tag", "deploy", *root)
+    exported = json.loads(out)
+    assert code == 0 and exported["bytes"] == Path(file).stat().st_size
+    code, out, _ = run(capsys, "scope", "verify", file, "--trusted-root",
+                       exported["overall_root"], *root)
+    assert code == 0 and json.loads(out)["memories"] == 2
+    data = bytearray(Path(file).read_bytes())
+    data[-5] ^= 1
+    Path(file).write_bytes(bytes(data))
+    code, _, err = run(capsys, "scope", "verify", file, *root)
+    assert code == 1 and json.loads(err)["error"] == "VerificationError"

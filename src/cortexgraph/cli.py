@@ -34,6 +34,7 @@ from . import (
     __version__,
     open,
     verify,
+    verify_scope,
 )
 from .core.query import Predicate
 
@@ -285,6 +286,91 @@ def cmd_traverse(args: argparse.Namespace, out: _Output) -> int:
     return 0
 
 
+def cmd_recall(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=not args.late_binding) as cx:
+        result = cx.recall(args.text, k=args.k, mode=args.mode, late_binding=args.late_binding)
+        rows: list[dict[str, Any]] = [
+            {
+                "uri": str(h.uri),
+                "score": h.score,
+                "ranks": dict(h.ranks),
+                "text": h.record.memory.text,
+                "via": None if h.via is None else str(h.via),
+            }
+            for h in result
+        ]
+    if out.as_json:
+        out.emit({"hits": rows, "mode": result.mode, "seq": result.seq})
+    else:
+        for row in rows:
+            print(f"{row['score']:.4f}  {row['uri']}  {row['text'][:100]}")
+    return 0
+
+
+def cmd_context(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args, readonly=True) as cx:
+        bundle = cx.context(
+            query=args.query, budget_tokens=args.budget_tokens, channel=args.channel
+        )
+    out.emit(
+        {
+            "text": bundle.text,
+            "tokens": bundle.tokens,
+            "digest": bundle.digest,
+            "items": [[str(u), layer, form] for u, layer, form in bundle.items],
+        },
+        bundle.text,
+    )
+    return 0
+
+
+def cmd_compact(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args) as cx:
+        report = cx.compact()
+    out.emit(
+        {
+            "archived": [str(u) for u in report.archived],
+            "pruned": [str(u) for u in report.pruned],
+            "merged": [[str(a), str(b)] for a, b in report.merged],
+            "seq": report.seq,
+        },
+        f"archived {len(report.archived)}, pruned {len(report.pruned)},"
+        f" merged {len(report.merged)}; seq {report.seq}",
+    )
+    return 0
+
+
+def cmd_scope(args: argparse.Namespace, out: _Output) -> int:
+    if args.action == "export":
+        if not args.tag and not args.uri:
+            raise ValidationError("give --tag or --uri", field="where")
+        with _open(args, readonly=True) as cx:
+            where: Any = Q.any_of(*(Q.tag(t) for t in args.tag)) if args.tag else args.uri
+            blob = cx.scope(where, limit=args.limit)
+            root = cx.overall_root()
+        Path(args.file).write_bytes(blob)
+        out.emit(
+            {"file": args.file, "bytes": len(blob), "overall_root": root.hex()},
+            f"wrote {len(blob)} bytes to {args.file}; root {root.hex()}",
+        )
+        return 0
+    trusted = bytes.fromhex(args.trusted_root) if args.trusted_root else None
+    view = verify_scope(Path(args.file).read_bytes(), trusted_root=trusted)
+    out.emit(
+        {
+            "ok": True,
+            "actor": view.actor,
+            "seq": view.seq,
+            "memories": len(view),
+            "edges": len(view.edges),
+            "overall_root": view.overall_root.hex(),
+        },
+        f"verified: {len(view)} memories and {len(view.edges)} edges of {view.actor}"
+        f" at seq {view.seq}",
+    )
+    return 0
+
+
 def cmd_forget(args: argparse.Namespace, out: _Output) -> int:
     with _open(args) as cx:
         uri = cx.tombstone(args.uri, reason=args.reason)
@@ -475,6 +561,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--form", default="short", help="short|medium|full")
     p.add_argument("--late-binding", action="store_true", help="journal the reads")
     p.set_defaults(func=cmd_find)
+
+    p = sub.add_parser("recall", parents=[common], help="keyword, vector or hybrid recall")
+    p.add_argument("text")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--mode", default="hybrid", help="keyword|vector|hybrid")
+    p.add_argument("--late-binding", action="store_true", help="journal the reads")
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("context", parents=[common], help="a token-budgeted context bundle")
+    p.add_argument("--query", default=None)
+    p.add_argument("--channel", default=None)
+    p.add_argument("--budget-tokens", type=int, default=2000)
+    p.set_defaults(func=cmd_context)
+
+    p = sub.add_parser("compact", parents=[common], help="forget and consolidate (journaled)")
+    p.set_defaults(func=cmd_compact)
+
+    p = sub.add_parser("scope", parents=[common], help="export or verify a scope bundle")
+    p.add_argument("action", choices=["export", "verify"])
+    p.add_argument("file")
+    p.add_argument("--tag", action="append", help="export: memories with any of these tags")
+    p.add_argument("--uri", action="append", help="export: these memories")
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--trusted-root", default=None, help="verify: the trusted OverallRoot (hex)")
+    p.set_defaults(func=cmd_scope)
 
     p = sub.add_parser("link", parents=[common], help="add or change an edge")
     p.add_argument("src")

@@ -18,9 +18,10 @@ without scanning everything in Python, and journals what they decide:
   candidate. Never ``supersedes``, never across namespaces or types.
 - **Auto-linking** (``open(..., autolink=True)``): after a write, the memories sharing its
   rarer indexed terms (terms tried longest first; posting lists of at most 64 memories; at
-  most 64 candidates; same namespace, active) are compared by Jaccard similarity of their terms, and the best five
-  are linked by ``link_decision``: 0.1-0.4 an active ``relates_to`` of that strength,
-  >= 0.4 a suggested one (>= 0.5: a consolidation candidate).
+  most 64 candidates; same namespace, active) are compared by Jaccard similarity of their
+  terms, and the best five are linked by ``link_decision``: 0.1-0.4 an active
+  ``relates_to`` of that strength, >= 0.4 a suggested one (>= 0.5: a consolidation
+  candidate).
 """
 
 from __future__ import annotations
