@@ -27,9 +27,12 @@ pruned, merged and tombstoned memories are excluded by the column index's status
 (the query planner's status default), and the execution-side types (Attest,
 LearnWeights) are never selected, not even from recall hits.
 
-Cost: every step reads posting lists and columns with numpy and walks rows lazily in
-exact salience or recency order (``ColumnIndex.ordered``); no step loops in Python over
-the whole store, and the number of records read from LMDB is bounded by the caps.
+Cost: every step reads the status, type and pinned columns with numpy and walks rows
+lazily in exact salience or recency order (``ColumnIndex.ordered``); no step loops in
+Python over the whole store, and the number of records read from LMDB is bounded by the
+caps. Salience walks hand ``ordered`` only the rows that can be among the first few,
+found from cheap per-row bounds (:meth:`_Reader.by_salience`), so that no power or
+logarithm is computed over the whole store.
 """
 
 from __future__ import annotations
