@@ -108,6 +108,10 @@ def stores(draw: st.DrawFn) -> list[tuple[cg.Memory, bool]]:
 def _with_channel(event: cg.Event, channel: str | None) -> cg.Memory:
     data = dict(event.to_dict())
     data.pop("channel", None)
+    # Writing an Event that occurred after the year 9999 fails in the keyword index
+    # (core.postings.spoken_date); not what this test is about.
+    if data.get("occurred_at", 0) >= 253_402_300_800_000:
+        del data["occurred_at"]
     if channel is not None:
         data["channel"] = channel
     return cg.Memory.from_dict(data)
