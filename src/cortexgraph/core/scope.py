@@ -35,14 +35,15 @@ from typing import Any
 import attrs
 
 from ..errors import CortexError, VerificationError
-from .codec import decode, encode
+from .codec import decode, decode_unchecked, encode
 from .commitments import edge_commitment, edge_smt_key, head_commitment
 from .graph import EdgeState, relation_name
 from .hashing import DIGEST_SIZE, HASH_NAMES
 from .journal import Identity, decode_entry, memory_id
 from .keys import ID_SIZE
 from .merkle import mmr_leaf_hash, overall_root, smt_key, verify_inclusion, verify_smt
-from .state import HeadState, Record, VersionState, memory_from_stored
+from .state import HeadState, Record, VersionState
+from .taxonomy import memory_from_body
 from .uri import MemoryURI, check_name
 
 __all__ = [
@@ -183,7 +184,9 @@ def _verify(blob: object, trusted_root: object) -> VerifiedScope:
         if not verify_smt(h, smt_root, smt_key(h, head.ns, mid), value, proof):  # SC4
             raise _fail(f"memory {mid.hex()} is not in the tree with these bytes")
         version = VersionState.decode(version_bytes)
-        memory = memory_from_stored(version.body, f"memory {mid.hex()}")
+        # The proof authenticated these exact bytes (they are the store's), so the body
+        # needs decoding and validating into a memory, not a canonical re-encoding check.
+        memory = memory_from_body(decode_unchecked(version.body, what="a memory body"))
         if memory.type_name != head.type_name:
             raise _fail(f"memory {mid.hex()} has a body of the wrong type")
         records[mid] = Record(
