@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib.metadata
 import io
 import json
 import os
@@ -466,7 +467,7 @@ def report(
 ) -> str:
     lines = [
         f"cortexgraph {info['cortexgraph']}, Python {info['python']}, hnswlib"
-        f" {getattr(hnswlib, '__version__', '?')}, SQLite {sqlite3.sqlite_version},"
+        f" {importlib.metadata.version('hnswlib')}, SQLite {sqlite3.sqlite_version},"
         f" {info['cpus']} CPUs, {info['platform']}",
         f"1-min load average {info['load_avg_1min_start']} at start,"
         f" {info['load_avg_1min_end']} at end",
