@@ -38,15 +38,6 @@ def environment(n: int, root: Path) -> dict[str, Any]:
     }
 
 
-def percentile(values: Sequence[float], p: float) -> float:
-    """The ``p``-th percentile (0-100) by linear interpolation between closest ranks."""
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * p / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
 def markdown_table(header: Sequence[str], cells: Sequence[Sequence[str]], numeric: set[int]) -> str:
     """A Markdown table with the ``numeric`` columns right-aligned."""
     widths = [max(len(line[i]) for line in (header, *cells)) for i in range(len(header))]
@@ -66,3 +57,37 @@ def markdown_table(header: Sequence[str], cells: Sequence[Sequence[str]], numeri
         + "|"
     )
     return "\n".join([fmt(header), rule, *(fmt(line) for line in cells)])
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0-100) by linear interpolation between closest ranks."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    rank = (len(ordered) - 1) * p / 100
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+class TimedEmbedder:
+    """Delegates to an embedder and adds up the seconds its ``embed`` calls take.
+
+    Same ``name`` and ``dim`` as the embedder it wraps, so a store records the wrapped one.
+    Reset ``seconds`` before a call to read what that call spent embedding.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name: str = inner.name
+        self.dim: int = inner.dim
+        self.seconds = 0.0
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        start = time.perf_counter()
+        try:
+            return self.inner.embed(texts)
+        finally:
+            self.seconds += time.perf_counter() - start
+            self.texts += len(texts)

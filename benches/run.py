@@ -1,4 +1,4 @@
-"""Measure cortexgraph against raw LMDB puts and gets of the same bytes; print one table.
+"""Measure cortexgraph against raw LMDB puts and gets of the same bytes; print the tables.
 
 Usage (``make bench`` runs the first)::
 
@@ -6,13 +6,18 @@ Usage (``make bench`` runs the first)::
     .venv/bin/python benches/run.py --suite store          # only the store table
     .venv/bin/python benches/run.py --suite merkle         # only the Merkle table
     .venv/bin/python benches/run.py --suite query          # only the query tables
+    .venv/bin/python benches/run.py --suite recall         # recall latency (benches/recall.py)
+    .venv/bin/python benches/run.py --suite locomo         # LoCoMo recall (benches/locomo.py)
     .venv/bin/python benches/run.py --n 20000 --json
     .venv/bin/python benches/run.py --dir /mnt/ssd/tmp     # where the stores live
 
 The ``store`` suite is described below; the ``merkle`` suite (writes with and without Merkle
-maintenance, replay, proofs) lives in ``benches/merkle.py``, and the ``query`` suite
+maintenance, replay, proofs) lives in ``benches/merkle.py``, the ``query`` suite
 (``find`` against SQLite, ``traverse``, ``attest``, a profile of ``find``) in
-``benches/query.py``; both also run on their own.
+``benches/query.py``, the ``recall`` suite (recall latency at ``--n`` memories against
+hnswlib and SQLite FTS5) in ``benches/recall.py`` and the ``locomo`` suite (evidence recall
+on the LoCoMo development split, MiniLM; skipped by ``all`` when ``--data`` does not exist)
+in ``benches/locomo.py``; each also runs on its own.
 
 What the store suite measures, each next to a raw py-lmdb baseline run in the same process
 (see ``benches/README.md`` for the figures on one machine):
@@ -52,8 +57,10 @@ from pathlib import Path
 from typing import Any
 
 import cortexgraph as cg
+import locomo
 import merkle
 import query
+import recall as recall_suite
 from _report import environment, markdown_table, percentile, progress
 from _workload import (
     ACTOR,
@@ -298,19 +305,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--suite",
-        choices=("store", "merkle", "query", "all"),
+        choices=("store", "merkle", "query", "recall", "locomo", "all"),
         default="all",
         help="store: writes and resolve against raw LMDB; merkle: Merkle maintenance,"
         " replay and proofs (benches/merkle.py); query: find against SQLite, traverse,"
-        " attest (benches/query.py); all: every suite (default)",
+        " attest (benches/query.py); recall: recall latency against hnswlib and"
+        " FTS5 (benches/recall.py); locomo: LoCoMo evidence recall with MiniLM"
+        " (benches/locomo.py, about 2-5 minutes); all: every suite (default; locomo is"
+        " skipped when --data does not exist)",
+    )
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=locomo.DEFAULT_DATA,
+        help="the LoCoMo file for --suite locomo (default: ../shared/datasets/locomo/)",
     )
     parser.add_argument(
         "--n",
         type=int,
         default=100_000,
         help="memories in the resolve store; for the merkle suite, memories in the prefilled"
-        " store and entries in the replay journal; for the query suite, memories in the"
-        " query store (default 100000)",
+        " store and entries in the replay journal; for the query and recall suites,"
+        " memories in their stores (default 100000)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument(
@@ -319,13 +335,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n < 1:
         parser.error("--n must be positive")
-    if args.suite in ("merkle", "all") and args.n < 100:
-        parser.error("--n must be at least 100 for the merkle suite")
+    if args.suite in ("merkle", "recall", "all") and args.n < 100:
+        parser.error("--n must be at least 100 for the merkle and recall suites")
     if args.suite in ("query", "all") and args.n < 1_000:
         parser.error("--n must be at least 1000 for the query suite")
     rows: list[dict[str, Any]] | None = None
     merkle_rows: list[dict[str, Any]] | None = None
     query_result: dict[str, Any] | None = None
+    recall_result: dict[str, Any] | None = None
+    locomo_result: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="cortexgraph-bench-", dir=args.dir) as tmp:
         root = Path(tmp)
         info = environment(args.n, root)
@@ -343,6 +361,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.suite in ("query", "all"):
             (root / "query").mkdir()
             query_result = query.measure(root / "query", args.n)
+        if args.suite in ("recall", "all"):
+            (root / "recall").mkdir()
+            recall_result = recall_suite.measure(
+                root / "recall", args.n, recall_suite.QUERIES, profile=False, minilm=False
+            )
+        if args.suite == "locomo" or (args.suite == "all" and args.data.is_file()):
+            (root / "locomo").mkdir()
+            locomo.set_threads(1)
+            locomo_result = locomo.measure(args.data, root / "locomo", None)
+        elif args.suite == "all":
+            progress(f"locomo: skipped, {args.data} does not exist")
     info["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     progress("done")
     if args.json:
@@ -353,6 +382,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             out["merkle_rows"] = merkle_rows
         if query_result is not None:
             out["query"] = query_result
+        if recall_result is not None:
+            out["recall_rows"] = recall_suite.build_rows(recall_result)
+            out["recall_times"] = recall_result["times"]
+        if locomo_result is not None:
+            out["locomo"] = locomo.summarise(locomo_result)
+            out["locomo"]["index"] = locomo_result["index"]
+            out["locomo"]["hnsw_vs_exact_r10"] = locomo_result["hnsw_vs_exact_r10"]
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     print(
@@ -376,6 +412,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(query.header_lines(info, query_result)[1])
         query.print_result(query_result)
+    if recall_result is not None:
+        print(
+            f"\nrecall suite: {args.n:,} memories, HashEmbedder (384 dims),"
+            f" {recall_result['queries']:,} queries, k={recall_suite.K}"
+        )
+        print(recall_suite.format_table(recall_suite.build_rows(recall_result)))
+        print()
+        print(recall_suite.format_times(recall_result, args.n))
+    if locomo_result is not None:
+        print("\nlocomo suite (LocalEmbedder, all-MiniLM-L6-v2)")
+        print(locomo.format_report(locomo_result, locomo.summarise(locomo_result)))
     return 0
 
 

@@ -234,13 +234,24 @@ def _check(text: object, k: object, mode: object, fusion: object, late_binding: 
         raise ValidationError("must be True or False", field="late_binding")
 
 
-def _ranked(columns: ColumnIndex, rows: Rows, scores: npt.NDArray[Any], depth: int) -> list[int]:
-    """The ``depth`` best rows by score descending, ties by memory id."""
+def _ranked(
+    columns: ColumnIndex, rows: Rows, scores: npt.NDArray[Any], depth: int
+) -> tuple[list[int], list[float]]:
+    """The ``depth`` best rows by score descending, ties by memory id, with their scores.
+
+    Only the rows scoring at least the ``depth``-th best score are sorted (all of them
+    if there are ties at the cut), so the order is the one a sort of every row gives.
+    """
     if not len(rows):
-        return []
-    order = np.lexsort((columns.cols["idkey"][rows], -scores))
-    ranked: list[int] = rows[order[:depth]].tolist()
-    return ranked
+        return [], []
+    if len(rows) > depth:
+        threshold = np.partition(scores, len(rows) - depth)[len(rows) - depth]
+        pool = scores >= threshold
+        rows, scores = rows[pool], scores[pool]
+    order = np.lexsort((columns.cols["idkey"][rows], -scores))[:depth]
+    ranked: list[int] = rows[order].tolist()
+    ranked_scores: list[float] = scores[order].tolist()
+    return ranked, ranked_scores
 
 
 def run_recall(
@@ -275,11 +286,14 @@ def run_recall(
         channel: dict[str, dict[int, float]] = {}
         if mode in ("keyword", "hybrid"):
             rows, bm25 = columns.bm25(txn, list(term_counts(text)), RECALL_BM25)
-            keep = np.isin(rows, allowed(rows), assume_unique=True)
-            ranked = _ranked(columns, rows[keep], bm25[keep], depth)
-            by_row = dict(zip(rows.tolist(), bm25.tolist(), strict=True))
+            kept = allowed(rows)
+            if len(kept) != len(rows):
+                # rows is sorted and kept is a subsequence of it
+                bm25 = bm25[np.searchsorted(rows, kept)]
+                rows = kept
+            ranked, ranked_scores = _ranked(columns, rows, bm25, depth)
             rankings["keyword"] = ranked
-            channel["keyword"] = {row: by_row[row] for row in ranked}
+            channel["keyword"] = dict(zip(ranked, ranked_scores, strict=True))
         if mode in ("vector", "hybrid"):
             state = cx._vector_state()
             state.sync(txn, columns)
@@ -309,6 +323,11 @@ def run_recall(
                 fused[row] = score
                 via[row] = parent
         candidates = sorted(fused, key=lambda r: -fused[r])[: 4 * k + 16]
+        if len(candidates) > k:
+            # salience only breaks ties: a candidate scoring below the k-th cannot make
+            # the cut, so only those scoring at least as much need their exact salience
+            cut = fused[candidates[k - 1]]
+            candidates = [row for row in candidates if fused[row] >= cut]
         salience = {row: columns.exact_score(row, now) for row in candidates}
         final = sorted(candidates, key=lambda r: (-fused[r], -salience[r], columns.ids[r]))[:k]
         hits = []

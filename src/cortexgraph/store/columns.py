@@ -440,9 +440,12 @@ class ColumnIndex:
         if not found_rows:
             return np.zeros(0, dtype=np.int64), np.zeros(0)
         all_rows = np.concatenate(found_rows)
-        unique, inverse = np.unique(all_rows, return_inverse=True)
-        totals = np.bincount(inverse, weights=np.concatenate(found_scores))
-        return unique, np.asarray(totals, dtype=np.float64)
+        # Dense accumulators over every row: bincount adds each row's scores in input
+        # order (term by term), as the sum over np.unique's inverse did, without a sort.
+        size = len(self.ids)
+        matched = np.flatnonzero(np.bincount(all_rows, minlength=size))
+        totals = np.bincount(all_rows, weights=np.concatenate(found_scores), minlength=size)
+        return matched, np.asarray(totals[matched], dtype=np.float64)
 
     def filter(self, rows: Rows, dnf: DNF) -> Rows:
         """The rows that satisfy a predicate in normal form (with the status default)."""
