@@ -37,6 +37,7 @@ import cortexgraph.cortex as cortex_module
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.keys import ID_SIZE
 from cortexgraph.core.merkle import mmr_node_count
+from cortexgraph.core.postings import decode_forward, posting_prefix
 from cortexgraph.store.env import DEFAULT_MAP_SIZE, TABLES
 
 __all__ = [
@@ -62,7 +63,7 @@ BASE_AT = 1_700_000_000_000
 #: Milliseconds between consecutive memories of a workload.
 STEP_MS = 1_000
 #: The tables ``Batch.write`` itself puts to (before Merkle maintenance).
-WRITE_TABLES = ("journal", "heads", "versions", "idx")
+WRITE_TABLES = ("journal", "heads", "versions", "idx", "salience", "postings")
 #: The Merkle tables every batch also writes: MMR nodes per entry, SMT chunk rows per batch.
 MERKLE_TABLES = ("mmr", "smt")
 #: The tables a raw replay must leave byte-identical: every table but ``meta`` (identity,
@@ -224,6 +225,8 @@ def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Op]]:
     mmr = tables["mmr"]
     groups: list[list[Op]] = []
     used = 0
+    postings, salience = tables.get("postings", {}), tables.get("salience", {})
+    total = 0  # the keyword statistics rows, as each write leaves them
     for index, (seq_key, data) in enumerate(sorted(tables["journal"].items())):
         entry = decode_entry(data)
         if entry.op != "write":
@@ -240,6 +243,20 @@ def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Op]]:
             ("versions", version_key, tables["versions"][version_key]),
         ]
         group.extend(("idx", key, tables["idx"][key]) for key in idx)
+        # then the attributes row, and the keyword postings: a key per term (in the forward
+        # row's order, which is the order they are put), the forward row, the two counters
+        group.append(("salience", b"m" + mid, salience[b"m" + mid]))
+        forward = postings[b"d" + mid]
+        length, counts = decode_forward(forward)
+        group.extend(
+            ("postings", posting_prefix(term) + mid, postings[posting_prefix(term) + mid])
+            for term in counts
+        )
+        group.append(("postings", b"d" + mid, forward))
+        docs = index + 1
+        total += length
+        group.append(("postings", b"N", docs.to_bytes(8, "big")))
+        group.append(("postings", b"S", total.to_bytes(8, "big")))
         # The entry at seq s appends leaf s - 1 and the parents it completes, in position order.
         for pos in range(mmr_node_count(index), mmr_node_count(index + 1)):
             key = pos.to_bytes(8, "big")
@@ -247,8 +264,13 @@ def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Op]]:
         groups.append(group)
         used += len(group)
     per_memory = sum(len(rows) for name, rows in tables.items() if name != "smt")
+    per_memory += 2 * (len(groups) - 1) if groups else 0  # N and S are rewritten per memory
     if used != per_memory or idx_by_id:
-        raise ValueError("the scratch store holds rows that belong to no memory")
+        counts = {name: len(rows) for name, rows in tables.items()}
+        raise ValueError(
+            f"the scratch store holds rows that belong to no memory ({used} placed,"
+            f" {per_memory} expected; tables {counts})"
+        )
     return groups
 
 
