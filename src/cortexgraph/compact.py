@@ -50,6 +50,7 @@ from .core.signals import CANDIDATE, read_access
 from .core.state import HeadState, VersionState
 from .core.uri import MemoryURI
 from .errors import CortexError
+from .store.columns import _type_name
 
 if TYPE_CHECKING:
     from .cortex import Batch, Cortex
@@ -125,12 +126,6 @@ def _forgetting(cx: Cortex, txn: ReadTxn, now: int) -> tuple[list[bytes], list[b
         elif move == "pruned":
             prune.append(memory_id)
     return archive, prune, len(rows)
-
-
-def _type_name(code: int) -> str:
-    from .store.columns import _TYPE_NAME
-
-    return _TYPE_NAME[code]
 
 
 def _terms(txn: ReadTxn, memory_id: bytes) -> frozenset[str]:

@@ -984,17 +984,7 @@ def _read_record(
     memory = state.memory()
     if memory.type_name != head.type_name:
         raise CorruptionError(f"{_describe(uri)} version {version} has the wrong type")
-    return Record(
-        uri=MemoryURI.trusted(actor, head.ns, uri.id, version),
-        memory=memory,
-        version=version,
-        seq=state.seq,
-        at=state.at,
-        head=head.head,
-        latest=head.latest,
-        status=head.status,
-        created_at=head.created_at,
-    )
+    return Record.of(actor, uri.id, head, version, state, memory)
 
 
 def _describe(uri: MemoryURI | _BareId) -> str:

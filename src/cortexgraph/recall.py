@@ -267,7 +267,7 @@ def run_recall(
     expand_graph: bool,
 ) -> RecallResult:
     """Carry out :meth:`Cortex.recall` (arguments as documented there)."""
-    from .cortex import _read_record
+    from .cortex import _BareId, _read_head, _read_record
 
     _check(text, k, mode, fusion, late_binding)
     dnf = to_dnf(check_predicate(where)) if where is not None else None
@@ -333,8 +333,8 @@ def run_recall(
         hits = []
         for row in final:
             memory_id = columns.ids[row]
-            uri = _head_uri(cx, txn, memory_id)
-            head = HeadState.decode(txn.get("heads", memory_id) or b"")
+            head = _read_head(txn, _BareId(memory_id))
+            uri = MemoryURI.trusted(cx.actor, head.ns, memory_id, head.head)
             record = _read_record(txn, cx.actor, uri, head, head.head)
             origin = via.get(row)
             hits.append(
@@ -356,7 +356,9 @@ def run_recall(
 
 
 def _head_uri(cx: Cortex, txn: ReadTxn, memory_id: bytes) -> MemoryURI:
-    head = HeadState.decode(txn.get("heads", memory_id) or b"")
+    from .cortex import _BareId, _read_head
+
+    head = _read_head(txn, _BareId(memory_id))
     return MemoryURI.trusted(cx.actor, head.ns, memory_id, head.head)
 
 

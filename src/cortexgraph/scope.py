@@ -33,11 +33,7 @@ from .core.query import (
     to_dnf,
 )
 from .core.salience import DEFAULT_WEIGHTS, cold_score, salience_factors
-from .core.scope import (
-    ScopeEdge,
-    encode_scope,
-    verify_scope_bytes,
-)
+from .core.scope import VerifiedScope, encode_scope, verify_scope_bytes
 from .core.smt_store import smt_store_prove
 from .core.state import HeadState, Record
 from .core.text import bm25_scores, term_counts
@@ -120,30 +116,17 @@ def verify_scope(blob: bytes, trusted_root: bytes | None = None) -> ScopeView:
             trailing bytes, a proof that does not match, a different trusted root.
     """
     verified = verify_scope_bytes(blob, trusted_root)
-    return ScopeView(
-        actor=verified.actor,
-        hash_name=verified.hash_name,
-        seq=verified.seq,
-        overall_root=verified.overall_root,
-        records=verified.records,
-        edges=verified.edges,
-    )
+    return ScopeView(**attrs.asdict(verified, recurse=False))
 
 
 @attrs.frozen
-class ScopeView(Sequence[Record]):
-    """A verified slice of a store: its records (head versions) and the edges among them.
+class ScopeView(VerifiedScope, Sequence[Record]):
+    """A verified slice of a store: its records (head versions) and the edges among them
+    (the fields of :class:`~cortexgraph.core.scope.VerifiedScope`).
 
     Read-only: ``find``, ``recall`` (keyword) and ``context`` work as on a store, over the
     slice only (see the module doc for how ranking differs).
     """
-
-    actor: str
-    hash_name: str
-    seq: int
-    overall_root: bytes
-    records: tuple[Record, ...]
-    edges: tuple[ScopeEdge, ...]
 
     def __len__(self) -> int:
         return len(self.records)

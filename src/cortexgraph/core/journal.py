@@ -456,17 +456,7 @@ def apply(
         out.append(("versions", version_key(mid, version), new.encode()))
         _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, latest=version, updated_at=entry.at)
-        out.append(("heads", mid, head.encode()))
-        row = AttrsRow.of(
-            memory,
-            ns=ns,
-            status=head.status,
-            at=new.at,
-            created_at=head.created_at,
-            updated_at=entry.at,
-        )
-        out.append(("salience", attrs_key(mid), row.encode()))
-        out.extend(postings_set(view, mid, memory if head.status == "active" else None))
+        _put_head(view, mid, head, memory, new.at, out)
     elif op == "head":
         version = entry.fields["version"]
         if not 1 <= version <= head.latest or version == head.head:
@@ -476,17 +466,7 @@ def apply(
         memory = new.memory()
         _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, updated_at=entry.at)
-        out.append(("heads", mid, head.encode()))
-        row = AttrsRow.of(
-            memory,
-            ns=ns,
-            status=head.status,
-            at=new.at,
-            created_at=head.created_at,
-            updated_at=entry.at,
-        )
-        out.append(("salience", attrs_key(mid), row.encode()))
-        out.extend(postings_set(view, mid, memory if head.status == "active" else None))
+        _put_head(view, mid, head, memory, new.at, out)
     elif op == "tombstone":
         reason = entry.fields.get("reason", "")
         out.extend(_set_status(view, entry, mid, head, "tombstoned", reason=reason))
@@ -500,6 +480,28 @@ def apply(
     else:  # pragma: no cover - decode_entry admits only known ops
         raise CorruptionError(f"journal entry {entry.seq} has unknown op {op!r}")
     return out
+
+
+def _put_head(
+    view: StateView,
+    memory_id: bytes,
+    head: HeadState,
+    memory: Memory,
+    version_at: int,
+    out: list[Mutation],
+) -> None:
+    """A new head version: the head record, the attributes row and the keyword postings."""
+    out.append(("heads", memory_id, head.encode()))
+    row = AttrsRow.of(
+        memory,
+        ns=head.ns,
+        status=head.status,
+        at=version_at,
+        created_at=head.created_at,
+        updated_at=head.updated_at,
+    )
+    out.append(("salience", attrs_key(memory_id), row.encode()))
+    out.extend(postings_set(view, memory_id, memory if head.status == "active" else None))
 
 
 def _set_status(

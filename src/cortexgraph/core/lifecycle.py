@@ -59,7 +59,7 @@ See ``docs/lifecycle.md`` for worked examples.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -70,6 +70,7 @@ from .salience import (
     HALF_LIFE_DAYS,
     HUB_CENTRALITY,
     PPM,
+    _int,
     centrality,
     effective_confidence_ppm,
     factor_ppm,
@@ -77,6 +78,7 @@ from .salience import (
     recency,
 )
 from .taxonomy import MAX_TAGS, Memory
+from .text import jaccard_ppm  # re-exported: the similarity the link and merge rules read
 
 __all__ = [
     "ARCHIVE_BELOW_PPM",
@@ -148,15 +150,6 @@ MERGE_RELATION: Final = "derived_from"
 
 # ---------------------------------------------------------------------------
 # Validation helpers
-
-
-def _int(value: object, field: str, *, lo: int = 0, hi: int | None = None) -> int:
-    if type(value) is not int:
-        raise ValidationError(f"must be an integer, not {type(value).__name__}", field=field)
-    if value < lo or (hi is not None and value > hi):
-        bound = f"between {lo} and {hi}" if hi is not None else f"at least {lo}"
-        raise ValidationError(f"must be {bound}, not {value}", field=field)
-    return value
 
 
 _Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
@@ -334,21 +327,6 @@ def restores_on_access(status: str) -> bool:
 
 def _similarity(value: object) -> int:
     return _int(value, "similarity_ppm", hi=PPM)
-
-
-def jaccard_ppm(a: Collection[str], b: Collection[str]) -> int:
-    """Jaccard similarity of two token collections in ppm, rounded down:
-    ``|A & B| * 1e6 // |A | B|`` over the distinct tokens; 0 when both are empty.
-
-    Rounding down means a pair is never promoted across a threshold: 7 shared tokens of
-    10 is exactly 700,000 (a merge), 2 of 3 is 666,666 (a suggestion).
-
-    >>> jaccard_ppm(["deploy", "friday", "never"], ["deploy", "friday"])
-    666666
-    """
-    first, second = frozenset(a), frozenset(b)
-    union = len(first | second)
-    return len(first & second) * PPM // union if union else 0
 
 
 @attrs.frozen

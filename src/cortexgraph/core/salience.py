@@ -346,12 +346,15 @@ def salience_factors(
     life = half_life_ms(
         type_name, pinned=pinned, access_count=access_count, centrality=unit_centrality
     )
-    frequency(access_count, max_access)
-    recency(age_ms, life)
-    return trusted_salience_factors(
-        type_name, unit_confidence, priority, pinned, in_degree, max_in_degree,
-        access_count, max_access, age_ms,
-    )  # fmt: skip
+    return factor_ppm(
+        (
+            unit_confidence,
+            priority / 10,
+            unit_centrality,
+            frequency(access_count, max_access),
+            recency(age_ms, life),
+        )
+    )
 
 
 def trusted_salience_factors(

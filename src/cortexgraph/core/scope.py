@@ -189,17 +189,7 @@ def _verify(blob: object, trusted_root: object) -> VerifiedScope:
         memory = memory_from_body(decode_unchecked(version.body, what="a memory body"))
         if memory.type_name != head.type_name:
             raise _fail(f"memory {mid.hex()} has a body of the wrong type")
-        records[mid] = Record(
-            uri=MemoryURI.trusted(actor, head.ns, mid, head.head),
-            memory=memory,
-            version=head.head,
-            seq=version.seq,
-            at=version.at,
-            head=head.head,
-            latest=head.latest,
-            status=head.status,
-            created_at=head.created_at,
-        )
+        records[mid] = Record.of(actor, mid, head, head.head, version, memory)
     edges = _check_edges(bundle["edges"], h, smt_root, records)
     return VerifiedScope(actor, h, seq, root, tuple(records.values()), edges)
 

@@ -233,6 +233,24 @@ class Record:
     status: str
     created_at: int
 
+    @classmethod
+    def of(
+        cls, actor: str, memory_id: bytes, head: HeadState, version: int, state: VersionState,
+        memory: Memory,
+    ) -> Record:
+        """The record of version ``version`` (stored as ``state``) of a memory."""
+        return cls(
+            uri=MemoryURI.trusted(actor, head.ns, memory_id, version),
+            memory=memory,
+            version=version,
+            seq=state.seq,
+            at=state.at,
+            head=head.head,
+            latest=head.latest,
+            status=head.status,
+            created_at=head.created_at,
+        )
+
     @property
     def is_head(self) -> bool:
         """Whether this version is the one an unpinned URI resolves to."""
