@@ -286,18 +286,22 @@ def test_dnf_and_explain_do_not_depend_on_operand_order(
     parts: list[Predicate], data: st.DataObject
 ) -> None:
     """The same operands combined with & (or |) in any order and grouping give the same
-    normal form and the same explain() text."""
+    normal form and the same explain() text, or all are refused as too broad (an AND of
+    ORs can pass the conjunct cap whatever the order)."""
     shuffled = data.draw(st.permutations(parts))
 
     def size(atom: Atom) -> int:
         return len(repr(atom)) % 4
 
+    def normal_form(pred: Predicate) -> object:
+        try:
+            return to_dnf(pred), plan(pred, size).explain()
+        except TooBroadQueryError:
+            return "too broad"
+
     for op, combine in ((operator.and_, Q.all_of), (operator.or_, Q.any_of)):
         built = [_fold(op, parts), _fold_right(op, shuffled), combine(*shuffled)]
-        dnfs = {to_dnf(p) for p in built}
-        explains = {plan(p, size).explain() for p in built}
-        assert len(dnfs) == 1
-        assert len(explains) == 1
+        assert len({normal_form(p) for p in built}) == 1
 
 
 def test_dnf_cap() -> None:

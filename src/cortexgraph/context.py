@@ -48,12 +48,10 @@ import numpy.typing as npt
 
 from .core.context import ContextItem, pack_context
 from .core.forms import TokenEstimator, estimate_tokens
-from .core.salience import HALF_LIFE_DAYS
-from .core.state import HeadState, Record
+from .core.state import Record
 from .core.taxonomy import MAX_SHORT_TEXT, MEMORY_TYPES, Event, Goal
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
-from .store.columns import _MARGIN as SALIENCE_MARGIN
 
 if TYPE_CHECKING:
     from .cortex import Cortex
@@ -77,10 +75,6 @@ AGENT_TYPES: Final = (
 
 _TYPE_CODE: Final = {t.type_name: t.type_code for t in MEMORY_TYPES}
 _AGENT_CODES: Final = np.asarray([_TYPE_CODE[name] for name in AGENT_TYPES], dtype=np.uint8)
-#: by type code: the type does not decay (no half-life)
-_STABLE: Final = np.zeros(max(_TYPE_CODE.values()) + 1, dtype=np.bool_)
-for _name, _code in _TYPE_CODE.items():
-    _STABLE[_code] = not HALF_LIFE_DAYS.get(_name)
 
 #: How many candidates each step may contribute at a budget of up to 2,000 tokens.
 #: ``*_scan`` bound how many memories a step may read to find them (Goals whose status is
@@ -191,10 +185,13 @@ class _Reader:
     """Rows to records within one read transaction, each memory read once; and the
     salience walks the selection needs."""
 
-    def __init__(self, cx: Cortex, txn: ReadTxn, index: ColumnIndex, now: int) -> None:
+    def __init__(
+        self, cx: Cortex, txn: ReadTxn, index: ColumnIndex, seq: int, now: int
+    ) -> None:
         self.cx = cx
         self.txn = txn
         self.index = index
+        self.seq = seq
         self.now = now
         self._records: dict[int, Record] = {}
         active = index.active(index.all_rows())
@@ -203,22 +200,15 @@ class _Reader:
         #: the active agent-facing memories (sorted rows) and their type codes
         self.agent: Rows = active[keep]
         self.types: npt.NDArray[np.uint8] = types[keep]
-        self._bounds: tuple[npt.NDArray[np.float64], ...] | None = None
+        self._bounds: tuple[npt.NDArray[np.int64], ...] | None = None
 
     def record(self, row: int) -> Record:
         record = self._records.get(row)
         if record is None:
-            from .cortex import _read_record
+            from .cortex import _row_record
 
-            memory_id = self.index.ids[row]
-            raw = self.txn.get("heads", memory_id)
-            if raw is None:
-                raise CortexError(f"memory {memory_id.hex()} vanished from the store")
-            head = HeadState.decode(raw)
-            uri = MemoryURI.trusted(self.cx.actor, head.ns, memory_id, head.head)
-            record = self._records[row] = _read_record(
-                self.txn, self.cx.actor, uri, head, head.head
-            )
+            record = _row_record(self.txn, self.cx.actor, self.index, row, self.seq)
+            self._records[row] = record
         return record
 
     def mask_of(self, type_name: str) -> npt.NDArray[np.bool_]:
@@ -230,41 +220,22 @@ class _Reader:
         rows: Rows = self.agent[mask]
         return rows
 
-    def _salience_bounds(self) -> tuple[npt.NDArray[np.float64], ...]:
-        """Lower and upper bounds of every agent row's approximate salience score
-        (``ColumnIndex._approx_salience``), from its cheap terms.
-
-        Confidence, priority and centrality enter exactly; frequency is 0 without
-        accesses and at most 1 with some; recency is exactly 1 for a memory that does
-        not decay (a stable type, or pinned) and between 0 and 1 otherwise. So no power
-        or logarithm is taken over the whole store.
-        """
+    def _salience_bounds(self) -> tuple[npt.NDArray[np.int64], ...]:
+        """Lower and upper bounds of every agent row's salience score
+        (``ColumnIndex.salience_bounds``: exact for memories that do not decay)."""
         if self._bounds is None:
-            index, rows = self.index, self.agent
-            cols, weights = index.cols, index.weights
-            base = weights[0] * cols["confidence"][rows] + weights[1] * (
-                cols["priority"][rows] / 10
-            )
-            if index.max_indeg:
-                base = base + weights[2] * (cols["indeg"][rows] / index.max_indeg)
-            stable = (_STABLE[self.types]) | cols["pinned"][rows]
-            lower = base + np.where(stable, float(weights[4]), 0.0)
-            upper = base + np.where(cols["access"][rows] > 0, float(weights[3]), 0.0)
-            upper = upper + float(weights[4])
-            self._bounds = (lower, upper)
+            self._bounds = self.index.salience_bounds(self.agent)
         return self._bounds
 
     def by_salience(self, mask: npt.NDArray[np.bool_], most: int) -> Iterator[int]:
         """The first ``most`` rows of ``index.ordered(self.rows(mask), "salience", now)``,
-        exactly, without scoring every row approximately.
+        exactly, without scoring every row.
 
-        ``ordered`` scores every row it is handed before it sorts the best exactly, and
-        a power and a logarithm per row cost milliseconds at 100,000 memories. With
-        approximate scores within ``m`` of the exact ones and bounds ``L <= approx <=
-        U`` per row: if ``l`` is the ``most``-th largest lower bound, every row among the
-        exact first ``most`` has ``U >= l - 2m``; so ``ordered`` is handed only those
-        rows (usually a few hundred), and its first ``most`` are the same. Reading more
-        than ``most`` rows from the result would be wrong, so it stops there.
+        With bounds ``L <= score <= U`` per row: if ``l`` is the ``most``-th largest
+        lower bound, every row among the exact first ``most`` has ``U >= l``; so
+        ``ordered`` is handed only those rows (usually a few hundred), and its first
+        ``most`` are the same. Reading more than ``most`` rows from the result would be
+        wrong, so it stops there.
         """
         rows = self.rows(mask)
         if most <= 0:
@@ -272,7 +243,7 @@ class _Reader:
         if len(rows) > most:
             lower, upper = (bound[mask] for bound in self._salience_bounds())
             kth = np.partition(lower, len(rows) - most)[len(rows) - most]
-            rows = rows[upper >= kth - 2 * SALIENCE_MARGIN - 1]
+            rows = rows[upper >= kth]
         return itertools.islice(self.index.ordered(rows, "salience", self.now), most)
 
 
@@ -398,10 +369,10 @@ def run_context(
         if query is not None and budget_tokens > 0:
             hits = cx.recall(query, k=caps["hits"], now=now)
         with cx._env.read() as txn:
-            index.refresh(txn)
-            if hits is not None and hits.seq != index.seq and attempt + 1 < _STATE_RETRIES:
+            seq = index.refresh(txn)
+            if hits is not None and hits.seq != seq and attempt + 1 < _STATE_RETRIES:
                 continue  # a writer committed between recall and this read: once more
-            items = _candidates(cx, txn, index, hits, channel, caps, now, budget_tokens)
+            items = _candidates(cx, txn, index, seq, hits, channel, caps, now, budget_tokens)
             break
     packed = pack_context(items, budget_tokens, estimator=count)
     uris = {item.uri: item.record.uri for item in items}
@@ -417,6 +388,7 @@ def _candidates(
     cx: Cortex,
     txn: ReadTxn,
     index: ColumnIndex,
+    seq: int,
     hits: RecallResult | None,
     channel: str | None,
     caps: dict[str, int],
@@ -425,7 +397,7 @@ def _candidates(
 ) -> list[ContextItem]:
     if budget_tokens == 0:
         return []
-    reader = _Reader(cx, txn, index, now)
+    reader = _Reader(cx, txn, index, seq, now)
     items: list[ContextItem] = []
     ranks = {"floor": 0, "foreground": 0, "background": 0}
     seen: set[str] = set()  # membership only; never iterated

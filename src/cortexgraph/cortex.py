@@ -228,6 +228,8 @@ class Cortex:
         self._local = threading.local()
         self._check_invariants = os.environ.get("CORTEXGRAPH_INVARIANTS") == "1"
         self._columns: ColumnIndex | None = None
+        #: find's rendered forms of this store's versions (see ``find._render``)
+        self._rendered: dict[tuple[str, str, int, int, str], str] = {}
         self._embedder = embedder
         self._embedder_spec = embedder_spec or {}
         self._vectors: VectorState | None = None
@@ -985,6 +987,23 @@ def _read_record(
     if memory.type_name != head.type_name:
         raise CorruptionError(f"{_describe(uri)} version {version} has the wrong type")
     return Record.of(actor, uri.id, head, version, state, memory)
+
+
+def _row_record(txn: ReadTxn, actor: str, index: ColumnIndex, row: int, seq: int) -> Record:
+    """The head version of the memory in column-index row ``row``, as ``txn`` (at journal
+    seq ``seq``, the value ``index.refresh(txn)`` returned) sees it; decoded records are
+    kept in the index's per-row memos until the memory changes."""
+    record: Record | None = index.memo(row, seq)
+    if record is None:
+        memory_id = index.ids[row]
+        raw = txn.get("heads", memory_id)
+        if raw is None:
+            raise CortexError(f"memory {memory_id.hex()} vanished from the store")
+        head = HeadState.decode(raw)
+        uri = MemoryURI.trusted(actor, head.ns, memory_id, head.head)
+        record = _read_record(txn, actor, uri, head, head.head)
+        index.remember(row, record, seq)
+    return record
 
 
 def _describe(uri: MemoryURI | _BareId) -> str:

@@ -15,10 +15,11 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
 import attrs
+import numpy as np
 
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
 from .core.query import Predicate, check_bounded, check_order, check_predicate
-from .core.state import HeadState, Record
+from .core.state import Record
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
 
@@ -84,20 +85,21 @@ class FindResult(Sequence[Hit]):
         return [hit.uri for hit in self.hits]
 
 
-#: rendered forms by (pinned URI, status, head, latest, form): a version's rendering never
-#: changes, and a hot query renders the same records again and again
-_RENDERED: dict[tuple[str, str, int, int, str], str] = {}
 _TOKENS: dict[str, int] = {}
 _CACHE_LIMIT = 8192
 
 
-def _render(record: Record, form: str) -> str:
+def _render(cache: dict[tuple[str, str, int, int, str], str], record: Record, form: str) -> str:
+    """``render(record, form)``, remembered in ``cache`` (one per handle) by (pinned URI,
+    status, head, latest, form): within one store a version's rendering never changes, and
+    a hot query renders the same records again and again. (Not across stores: the same
+    URI may name different versions in two stores.)"""
     key = (str(record.uri), record.status, record.head, record.latest, form)
-    text = _RENDERED.get(key)
+    text = cache.get(key)
     if text is None:
-        if len(_RENDERED) >= _CACHE_LIMIT:
-            _RENDERED.clear()
-        text = _RENDERED[key] = render(record, form)
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        text = cache[key] = render(record, form)
     return text
 
 
@@ -123,7 +125,7 @@ def run_find(
     estimator: TokenEstimator | None,
 ) -> FindResult:
     """Carry out :meth:`Cortex.find` (arguments as documented there)."""
-    from .cortex import _read_record
+    from .cortex import _row_record
 
     predicate: Predicate = check_predicate(where)
     check_bounded(limit, budget_tokens)
@@ -141,26 +143,21 @@ def run_find(
         )
     now = cx._at(now)
     index = cx._column_index()
-    hits: list[Hit] = []
+    found: list[tuple[int, Record, str, int]] = []
     used = 0
     with cx._env.read() as txn:
-        index.refresh(txn)
+        seq = index.refresh(txn)
         query_plan = index.plan(predicate)
         rows = index.select(query_plan)
         scores: dict[int, int] = {}
         # The walk reads at most ``limit`` rows (it stops as soon as it has them), so the
         # first round of ordering need not rank more than that.
         first = 16 if limit is None else min(limit, 16)
+        default_count = count is estimate_tokens
         for row in index.ordered(rows, order_by, now, first=first, scores=scores):
-            memory_id = index.ids[row]
-            raw = txn.get("heads", memory_id)
-            if raw is None:
-                raise CortexError(f"memory {memory_id.hex()} vanished from the store")
-            head = HeadState.decode(raw)
-            uri = MemoryURI.trusted(cx.actor, head.ns, memory_id, head.head)
-            record = _read_record(txn, cx.actor, uri, head, head.head)
-            text = _render(record, form)
-            tokens = _DEFAULT_TOKENS(text) if count is estimate_tokens else count(text)
+            record = _row_record(txn, cx.actor, index, row, seq)
+            text = _render(cx._rendered, record, form)
+            tokens = _DEFAULT_TOKENS(text) if default_count else count(text)
             if type(tokens) is not int or tokens < 0:
                 raise ValidationError(
                     f"the token estimator returned {tokens!r} for a hit", field="estimator"
@@ -168,13 +165,16 @@ def run_find(
             if budget_tokens is not None and used + tokens > budget_tokens:
                 break
             used += tokens
-            score = scores.get(row)
-            if score is None:
-                score = index.exact_score(row, now)
-            hits.append(Hit(uri, record, text, tokens, score))
-            if limit is not None and len(hits) >= limit:
+            found.append((row, record, text, tokens))
+            if limit is not None and len(found) >= limit:
                 break
-        seq = index.seq
+        unscored = [row for row, *_ in found if row not in scores]
+        if unscored:  # ordered by something else than salience: score the hits at once
+            exact = index.exact_scores(np.asarray(unscored, dtype=np.int64), now)
+            scores.update(zip(unscored, exact.tolist(), strict=True))
+    hits = [
+        Hit(record.uri, record, text, tokens, scores[row]) for row, record, text, tokens in found
+    ]
     if late_binding and hits:
         cx._record_access([hit.uri for hit in hits], at=now)
     return FindResult(tuple(hits), used, len(rows), query_plan.explain(), seq)

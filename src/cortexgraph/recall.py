@@ -267,7 +267,7 @@ def run_recall(
     expand_graph: bool,
 ) -> RecallResult:
     """Carry out :meth:`Cortex.recall` (arguments as documented there)."""
-    from .cortex import _BareId, _read_head, _read_record
+    from .cortex import _row_record
 
     _check(text, k, mode, fusion, late_binding)
     dnf = to_dnf(check_predicate(where)) if where is not None else None
@@ -277,7 +277,7 @@ def run_recall(
     columns = cx._column_index()
     depth = max(CHANNEL_DEPTH, k)
     with cx._env.read() as txn:
-        columns.refresh(txn)
+        seq = columns.refresh(txn)
 
         def allowed(rows: Rows) -> Rows:
             return columns.active(rows) if dnf is None else columns.filter(rows, dnf)
@@ -328,18 +328,17 @@ def run_recall(
             # the cut, so only those scoring at least as much need their exact salience
             cut = fused[candidates[k - 1]]
             candidates = [row for row in candidates if fused[row] >= cut]
-        salience = {row: columns.exact_score(row, now) for row in candidates}
+        exact = columns.exact_scores(np.asarray(candidates, dtype=np.int64), now).tolist()
+        salience = dict(zip(candidates, exact, strict=True))
         final = sorted(candidates, key=lambda r: (-fused[r], -salience[r], columns.ids[r]))[:k]
         hits = []
         for row in final:
             memory_id = columns.ids[row]
-            head = _read_head(txn, _BareId(memory_id))
-            uri = MemoryURI.trusted(cx.actor, head.ns, memory_id, head.head)
-            record = _read_record(txn, cx.actor, uri, head, head.head)
+            record = _row_record(txn, cx.actor, columns, row, seq)
             origin = via.get(row)
             hits.append(
                 RecallHit(
-                    uri=uri,
+                    uri=record.uri,
                     record=record,
                     score=fused[row],
                     ranks={c: r.index(row) + 1 for c, r in rankings.items() if row in r},
@@ -349,7 +348,6 @@ def run_recall(
                     attached=_attached(cx, txn, memory_id),
                 )
             )
-        seq = columns.seq
     if late_binding and hits:
         cx._record_access([hit.uri for hit in hits], at=now)
     return RecallResult(tuple(hits), mode, seq)

@@ -66,6 +66,7 @@ __all__ = [
     "half_life_ms",
     "learn_weights",
     "recency",
+    "round_ppm",
     "salience_factors",
     "trusted_cold_score",
     "trusted_salience_factors",
@@ -285,8 +286,15 @@ def recency(age_ms: int, half_life_ms: int | None) -> float:
     return result
 
 
-def _round_ppm(value: float) -> int:
-    """``value * 1e6`` rounded half to even, computed exactly from the float's ratio."""
+def round_ppm(value: float) -> int:
+    """``value * 1e6`` rounded half to even, computed exactly from the float's ratio.
+
+    >>> round_ppm(0.25), round_ppm(0.0000125), round_ppm(0.0000135)
+    (250000, 13, 13)
+
+    (The doubles nearest 0.0000125 and 0.0000135 lie just above 12.5 and just below 13.5
+    ppm, though ``0.0000125 * 1e6`` evaluates to exactly 12.5.)
+    """
     numerator, denominator = value.as_integer_ratio()
     quotient, remainder = divmod(numerator * PPM, denominator)
     twice = 2 * remainder
@@ -311,7 +319,7 @@ def factor_ppm(factors: Sequence[float]) -> tuple[int, ...]:
     """
     if not isinstance(factors, (tuple, list)) or len(factors) != WEIGHT_COUNT:
         raise ValidationError(f"must be a sequence of {WEIGHT_COUNT} numbers", field="factors")
-    return tuple(_round_ppm(_unit(value, "factors")) for value in factors)
+    return tuple(round_ppm(_unit(value, "factors")) for value in factors)
 
 
 def salience_factors(
@@ -389,11 +397,11 @@ def trusted_salience_factors(
             life *= _SCALE_FACTOR
         unit_recency = 0.5 ** (age_ms / life)
     return (
-        _round_ppm(float(confidence)),
-        _round_ppm(priority / 10),
-        _round_ppm(unit_centrality),
-        _round_ppm(unit_frequency),
-        _round_ppm(unit_recency),
+        round_ppm(float(confidence)),
+        round_ppm(priority / 10),
+        round_ppm(unit_centrality),
+        round_ppm(unit_frequency),
+        round_ppm(unit_recency),
     )
 
 
@@ -431,7 +439,7 @@ def effective_confidence_ppm(confidence: float, recency_ppm: int) -> int:
     Raises:
         ValidationError: ``confidence`` outside 0..1 or ``recency_ppm`` outside 0..1e6.
     """
-    confidence_ppm = _round_ppm(_unit(confidence, "confidence"))
+    confidence_ppm = round_ppm(_unit(confidence, "confidence"))
     _int(recency_ppm, "recency_ppm", hi=PPM)
     return confidence_ppm * recency_ppm // PPM
 

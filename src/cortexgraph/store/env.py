@@ -24,6 +24,7 @@ every inherited handle is marked unusable and must be reopened.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 import threading
@@ -131,6 +132,23 @@ class ReadTxn:
                 yield key
 
 
+    def prefix_range(self, table: str, prefix: bytes) -> tuple[list[bytes], list[bytes]]:
+        """The keys and the values of ``table`` whose key starts with ``prefix``, in key
+        order, as two lists: :meth:`iter_items` in bulk, for long ranges (the cursor is
+        walked by C code, about 0.1 µs a key instead of 1)."""
+        end = _prefix_end(prefix)
+        with self._txn.cursor(db=self._dbs[table]) as cur:
+            if not cur.set_range(prefix):
+                return [], []
+            keys = cur.iternext(keys=True, values=False)
+            if end is None:
+                found = list(itertools.takewhile(lambda key: key.startswith(prefix), keys))
+            else:
+                found = list(itertools.takewhile(end.__gt__, keys))
+            cur.set_range(prefix)
+            values = list(itertools.islice(cur.iternext(keys=False, values=True), len(found)))
+        return found, values
+
     def iter_items(self, table: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` pairs of ``table`` whose key starts with ``prefix``, in order."""
         with self._txn.cursor(db=self._dbs[table]) as cur:
@@ -140,6 +158,18 @@ class ReadTxn:
                 if not key.startswith(prefix):
                     return
                 yield key, value
+
+
+def _prefix_end(prefix: bytes) -> bytes | None:
+    """The least key above every key that starts with ``prefix`` (None: there is none).
+
+    >>> _prefix_end(b"t|ab\\0"), _prefix_end(b"a\\xff"), _prefix_end(b"\\xff")
+    (b't|ab\\x01', b'b', None)
+    """
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes((stripped[-1] + 1,))
 
 
 class WriteTxn(ReadTxn):
