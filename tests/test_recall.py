@@ -119,6 +119,29 @@ def test_filters_tombstones_and_late_binding(cx: cg.Cortex) -> None:
     ]
 
 
+def test_vector_hits_survive_a_renumbering_of_the_column_index(tmp_path: Path) -> None:
+    """Vector labels are mapped to column-index rows once and kept; a rebuild of the column
+    index numbers rows afresh (in id order, not write order), and recall on the same handle
+    must still name the same memories, scored the same way."""
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        texts = [f"note {word} about the deploy" for word in ("alpha", "beta", "gamma", "delta")]
+        texts += ["a recipe for bread", "the cat sleeps", "release train schedule"]
+        cx.write(cg.Fact(text=texts[0]), at=T0)
+        cx.recall("deploy", k=1, mode="vector", now=T0)  # the column index is built here
+        for i, text in enumerate(texts[1:], start=1):  # then these rows are appended
+            cx.write(cg.Fact(text=text), at=T0 + i)
+        before = cx.recall("deploy note", k=5, mode="vector", now=T0 + 10)
+        appended = cx._column_index().ids
+        assert appended != sorted(appended)  # so a build will number them differently
+        cx._column_index().seq = -1  # the next refresh builds the index afresh
+        after = cx.recall("deploy note", k=5, mode="vector", now=T0 + 10)
+        assert after.uris == before.uris
+        assert [(h.score, h.salience) for h in after] == [(h.score, h.salience) for h in before]
+        assert [h.record.memory.text for h in after] == [h.record.memory.text for h in before]
+        written = cx.write(cg.Fact(text="one more deploy note"), at=T0 + 20)
+        assert written in cx.recall("one more deploy note", k=3, mode="vector").uris
+
+
 def test_expansion_lifts_neighbours_and_source_of_attaches_code(cx: cg.Cortex) -> None:
     """In hybrid mode a 1-hop neighbour of a hit that neither channel found is returned via
     that hit at 0.7 of its score; an ArtifactRef linked by source_of is attached to the

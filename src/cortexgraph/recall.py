@@ -11,6 +11,7 @@ edges attach the code an ArtifactRef holds), with salience breaking ties.
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -40,7 +41,7 @@ from .core.query import Predicate, check_predicate, to_dnf
 from .core.state import HeadState, Record, VersionState
 from .core.text import term_counts
 from .core.uri import MemoryURI
-from .errors import CortexError, ValidationError
+from .errors import CorruptionError, CortexError, ValidationError
 
 if TYPE_CHECKING:
     from .cortex import Cortex
@@ -131,6 +132,31 @@ class VectorState:
             Path(cx.path) / "vectors", name=embedder.name, dim=embedder.dim
         )
         self.unsaved = 0
+        #: column-index row of each vector label (-1: none), for the numbering of the
+        #: column index's build ``_rows_build``
+        self._rows: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._rows_build = -1
+
+    def rows_of(self, labels: list[int], columns: ColumnIndex) -> list[int]:
+        """The column-index rows of the memories vector ``labels`` name."""
+        count = self.index.label_count()
+        if self._rows_build != columns.builds:
+            self._rows, self._rows_build = np.zeros(0, dtype=np.int64), columns.builds
+        if len(self._rows) < count:
+            row_of, id_of = columns.row_of, self.index.id_of
+            fresh = [row_of.get(id_of(label), -1) for label in range(len(self._rows), count)]
+            self._rows = np.concatenate((self._rows, np.asarray(fresh, dtype=np.int64)))
+        found = self._rows[labels]
+        for i in np.flatnonzero(found < 0).tolist():  # not mapped yet when first seen
+            memory_id = self.index.id_of(labels[i])
+            row = columns.row_of.get(memory_id)
+            if row is None:
+                raise CorruptionError(
+                    f"the vector index holds memory {memory_id.hex()}, which the store lacks"
+                )
+            self._rows[labels[i]] = found[i] = row
+        rows: list[int] = found.tolist()
+        return rows
 
     def sync(self, txn: ReadTxn, columns: ColumnIndex) -> None:
         """Bring the index to the journal's end: embed what changed, drop what left."""
@@ -300,15 +326,14 @@ def run_recall(
             permitted: set[bytes] | None = None
             if dnf is not None:
                 permitted = {columns.ids[r] for r in allowed(columns.all_rows()).tolist()}
-            found = state.index.search(
+            labels, sims = state.index.search_labels(
                 state.query(text),
                 depth,
                 allowed=None if permitted is None else permitted.__contains__,
             )
-            rankings["vector"] = [columns.row_of[memory_id] for memory_id, _ in found]
-            channel["vector"] = {
-                columns.row_of[memory_id]: float(sim) for memory_id, sim in found
-            }
+            ranked = state.rows_of(labels, columns)
+            rankings["vector"] = ranked
+            channel["vector"] = dict(zip(ranked, sims, strict=True))
         if mode != "hybrid":
             fused = dict(channel[mode])
         elif fusion == "rrf":
@@ -322,7 +347,10 @@ def run_recall(
             for row, (score, parent) in expand(fused, top, neighbours).items():
                 fused[row] = score
                 via[row] = parent
-        candidates = sorted(fused, key=lambda r: -fused[r])[: 4 * k + 16]
+        if mode == "hybrid":
+            candidates = sorted(fused, key=lambda r: -fused[r])[: 4 * k + 16]
+        else:  # one channel's ranking: already best first
+            candidates = list(itertools.islice(fused, 4 * k + 16))
         if len(candidates) > k:
             # salience only breaks ties: a candidate scoring below the k-th cannot make
             # the cut, so only those scoring at least as much need their exact salience
@@ -331,9 +359,13 @@ def run_recall(
         exact = columns.exact_scores(np.asarray(candidates, dtype=np.int64), now).tolist()
         salience = dict(zip(candidates, exact, strict=True))
         final = sorted(candidates, key=lambda r: (-fused[r], -salience[r], columns.ids[r]))[:k]
+        positions = {
+            name: {row: rank for rank, row in enumerate(ranked, start=1)}
+            for name, ranked in rankings.items()
+        }
+        indeg = columns.cols["indeg"]
         hits = []
         for row in final:
-            memory_id = columns.ids[row]
             record = _row_record(txn, cx.actor, columns, row, seq)
             origin = via.get(row)
             hits.append(
@@ -341,11 +373,12 @@ def run_recall(
                     uri=record.uri,
                     record=record,
                     score=fused[row],
-                    ranks={c: r.index(row) + 1 for c, r in rankings.items() if row in r},
+                    ranks={c: p[row] for c, p in positions.items() if row in p},
                     scores={c: v[row] for c, v in channel.items() if row in v},
                     salience=salience[row],
                     via=None if origin is None else _head_uri(cx, txn, columns.ids[origin]),
-                    attached=_attached(cx, txn, memory_id),
+                    # no active in-edge at all: no source_of edge to follow
+                    attached=_attached(cx, txn, columns.ids[row]) if indeg[row] else (),
                 )
             )
     if late_binding and hits:

@@ -134,6 +134,9 @@ class ColumnIndex:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.seq = -1  # the journal seq the columns reflect; -1: not built
+        #: how many times the rows were numbered afresh (a build); between two builds a
+        #: row always names the same memory and rows are only appended
+        self.builds = 0
         self._reset()
 
     def _reset(self) -> None:
@@ -171,6 +174,7 @@ class ColumnIndex:
             if self.seq < 0 or last < self.seq or last - self.seq > _CATCH_UP_LIMIT:
                 self._build(txn)
                 self._built_at = last
+                self.builds += 1
             else:
                 touched = self._catch_up(txn, last)
             self.max_access = max_access(txn)

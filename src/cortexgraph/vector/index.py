@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -201,6 +202,13 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _pick(items: Sequence[_T], indexes: Sequence[int]) -> list[_T]:
+    """``[items[i] for i in indexes]``, without a Python-level loop."""
+    if len(indexes) <= 1:
+        return [items[i] for i in indexes]
+    return list(operator.itemgetter(*indexes)(items))
 
 
 def _normalise(vector: Vector) -> Vector:
@@ -521,12 +529,24 @@ class VectorIndex:
         Raises:
             ValidationError: a query of the wrong shape or not finite, ``k < 1``.
         """
+        labels, sims = self.search_labels(query, k, allowed=allowed)
+        return list(zip(_pick(self._ids, labels), sims, strict=True))
+
+    def search_labels(
+        self,
+        query: Sequence[float] | npt.ArrayLike,
+        k: int,
+        *,
+        allowed: Callable[[bytes], bool] | None = None,
+    ) -> tuple[list[int], list[float]]:
+        """:meth:`search`, answered with labels (see :meth:`id_of`) and similarities as
+        two lists, for callers that map labels to something of their own."""
         q = self._check_vector(query, "query")
         k = self._check_k(k)
         allowed = self._check_allowed(allowed)
         live = len(self)
         if live == 0:
-            return []
+            return [], []
         ids = self._ids
         test: Callable[[int], bool] | None = None
         if allowed is not None:
@@ -543,19 +563,31 @@ class VectorIndex:
             found = self._knn(q, n, test)
         if found is None and n > k:  # a filter may pass exactly k, or ties exhausted it
             found = self._knn(q, k, test)
-        if found is not None:
-            hits = [
-                (ids[label], 1.0 - distance)
-                for label, distance in zip(found[0], found[1], strict=True)
-            ]
-            hits.sort(key=lambda hit: (-hit[1], hit[0]))
-            return hits[:k]
-        return self.exact_search(q, k, allowed)
+        if found is None:
+            exact = self.exact_search(q, k, allowed)
+            return [self._labels[mid] for mid, _ in exact], [sim for _, sim in exact]
+        labels, distances = found
+        sims = (1.0 - distances).tolist()
+        if not bool((distances[1:] > distances[:-1]).all()):  # ties: settle them by id
+            order = sorted(range(len(labels)), key=lambda i: (-sims[i], ids[labels[i]]))[:k]
+            return [labels[i] for i in order], [sims[i] for i in order]
+        # else hnswlib's order (distance ascending) is already similarity descending
+        return labels[:k], sims[:k]
+
+    def id_of(self, label: int) -> bytes:
+        """The memory id of a label :meth:`search_labels` returned."""
+        return self._ids[label]
+
+    def label_count(self) -> int:
+        """How many labels have been given out (live or removed); labels are
+        ``0 .. label_count() - 1`` and a label, once given, always names the same id."""
+        return len(self._ids)
 
     def _knn(
         self, q: Vector, n: int, test: Callable[[int], bool] | None
-    ) -> tuple[list[int], list[float]] | None:
-        """hnswlib's n nearest labels and distances, or None when it found fewer than n."""
+    ) -> tuple[list[int], npt.NDArray[np.float64]] | None:
+        """hnswlib's n nearest labels and distances (ascending), or None when it found
+        fewer than n."""
         ef = max(self.ef_search, n)
         if ef != self._ef:
             self._index.set_ef(ef)
@@ -564,7 +596,7 @@ class VectorIndex:
             labels, distances = self._index.knn_query(q, k=n, num_threads=1, filter=test)
         except RuntimeError:  # "Cannot return the results in a contiguous 2D array"
             return None
-        return labels[0].tolist(), distances[0].tolist()
+        return labels[0].tolist(), distances[0].astype(np.float64)
 
     def exact_search(
         self,
