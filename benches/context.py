@@ -18,9 +18,13 @@ Measured, each on a handle opened for the purpose:
 
 1. the first call after ``open`` (builds the column index and loads the vector index and
    the postings a query needs), with a query and without one, on fresh handles;
-2. warm calls: ``REPEATS`` passes over ``QUERIES`` keyword-heavy queries (words of the
-   workload's vocabulary), and as many calls without a query on a channel, and with
-   neither; p50, p95 and max per case.
+2. the first use of each query's terms: one pass over ``QUERIES`` keyword-heavy queries
+   (words of the workload's vocabulary) on a handle whose column index is built but which
+   has not seen these terms; each term's posting list is read from LMDB once per process
+   (every word of this vocabulary is in 15-20 % of the memories, a worst case), so this
+   row is the cost of filling the term cache, reported and not held to the target;
+3. warm calls: ``REPEATS`` more passes over the same queries, the same with a channel, as
+   many calls without a query on a channel, and with neither; p50, p95 and max per case.
 
 Progress goes to stderr; the table (or JSON with ``--json``) to stdout. Nothing here fails
 on timing: a missed target is reported as ``no``.
@@ -52,6 +56,10 @@ REPEATS = 10
 CHANNEL = "slack"
 TARGET_P95_MS = 20.0
 SEED = 6
+#: rows reported but not held to the p95 target: the first use of a term reads its
+#: posting list from LMDB once per process (a cost per term, like the first call's
+#: index build per handle), so these calls measure the term cache's filling
+UNTARGETED = frozenset({"first use of each query's terms"})
 
 _clock = time.perf_counter
 
@@ -118,8 +126,9 @@ def measure(root: Path, n: int) -> list[dict[str, Any]]:
         rows.append(_row(label, [ms], result))
 
     with cg.open(root, ACTOR, sync=False) as cx:
-        bundle(cx, texts[0], None)  # build the column index
+        bundle(cx, None, None)  # build the column index
         cases: list[tuple[str, list[tuple[str | None, str | None]]]] = [
+            ("first use of each query's terms", [(q, None) for q in texts]),
             ("warm, query (keyword-heavy)", [(q, None) for q in texts] * REPEATS),
             ("warm, query + channel", [(q, CHANNEL) for q in texts] * REPEATS),
             ("warm, channel, no query", [(None, CHANNEL)] * (QUERIES * REPEATS)),
@@ -148,7 +157,7 @@ def _row(label: str, times: list[float], last: ContextBundle) -> dict[str, Any]:
         "max_ms": round(ordered[-1], 2),
         "tokens": last.tokens,
         "items": len(last.items),
-        "target_met": None if len(times) == 1 else p95 <= TARGET_P95_MS,
+        "target_met": None if len(times) == 1 or label in UNTARGETED else p95 <= TARGET_P95_MS,
     }
 
 

@@ -29,7 +29,7 @@ from .core.commitments import (
     roots,
     smt_mutations,
 )
-from .core.forms import TokenEstimator
+from .core.forms import TokenEstimator, estimate_tokens, render
 from .core.graph import (
     EDGE_STATUSES,
     PPM,
@@ -228,8 +228,6 @@ class Cortex:
         self._local = threading.local()
         self._check_invariants = os.environ.get("CORTEXGRAPH_INVARIANTS") == "1"
         self._columns: ColumnIndex | None = None
-        #: find's rendered forms of this store's versions (see ``find._render``)
-        self._rendered: dict[tuple[str, str, int, int, str], str] = {}
         self._embedder = embedder
         self._embedder_spec = embedder_spec or {}
         self._vectors: VectorState | None = None
@@ -989,21 +987,45 @@ def _read_record(
     return Record.of(actor, uri.id, head, version, state, memory)
 
 
-def _row_record(txn: ReadTxn, actor: str, index: ColumnIndex, row: int, seq: int) -> Record:
-    """The head version of the memory in column-index row ``row``, as ``txn`` (at journal
-    seq ``seq``, the value ``index.refresh(txn)`` returned) sees it; decoded records are
-    kept in the index's per-row memos until the memory changes."""
-    record: Record | None = index.memo(row, seq)
-    if record is None:
+class _Memo:
+    """What a handle keeps of a column-index row while its memory is unchanged (the index's
+    per-row memos): the head version's record and the forms rendered from it."""
+
+    __slots__ = ("forms", "record")
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+        self.forms: dict[str, tuple[str, int]] = {}
+
+    def rendered(self, form: str) -> tuple[str, int]:
+        """``render(record, form)`` and its token count by the default estimator."""
+        done = self.forms.get(form)
+        if done is None:
+            text = render(self.record, form)
+            done = self.forms[form] = (text, estimate_tokens(text))
+        return done
+
+
+def _row_memo(txn: ReadTxn, actor: str, index: ColumnIndex, row: int, seq: int) -> _Memo:
+    """The memo of the memory in column-index row ``row``, as ``txn`` (at journal seq
+    ``seq``, the value ``index.refresh(txn)`` returned) sees it: read and decoded the first
+    time, kept by the index until the memory changes."""
+    memo: _Memo | None = index.memo(row, seq)
+    if memo is None:
         memory_id = index.ids[row]
         raw = txn.get("heads", memory_id)
         if raw is None:
             raise CortexError(f"memory {memory_id.hex()} vanished from the store")
         head = HeadState.decode(raw)
         uri = MemoryURI.trusted(actor, head.ns, memory_id, head.head)
-        record = _read_record(txn, actor, uri, head, head.head)
-        index.remember(row, record, seq)
-    return record
+        memo = _Memo(_read_record(txn, actor, uri, head, head.head))
+        index.remember(row, memo, seq)
+    return memo
+
+
+def _row_record(txn: ReadTxn, actor: str, index: ColumnIndex, row: int, seq: int) -> Record:
+    """The head version of the memory in column-index row ``row`` (see :func:`_row_memo`)."""
+    return _row_memo(txn, actor, index, row, seq).record
 
 
 def _describe(uri: MemoryURI | _BareId) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, overload
 import attrs
 import numpy as np
 
-from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+from .core.forms import FORMS, TokenEstimator, estimate_tokens
 from .core.query import Predicate, check_bounded, check_order, check_predicate
 from .core.state import Record
 from .core.uri import MemoryURI
@@ -85,33 +85,6 @@ class FindResult(Sequence[Hit]):
         return [hit.uri for hit in self.hits]
 
 
-_TOKENS: dict[str, int] = {}
-_CACHE_LIMIT = 8192
-
-
-def _render(cache: dict[tuple[str, str, int, int, str], str], record: Record, form: str) -> str:
-    """``render(record, form)``, remembered in ``cache`` (one per handle) by (pinned URI,
-    status, head, latest, form): within one store a version's rendering never changes, and
-    a hot query renders the same records again and again. (Not across stores: the same
-    URI may name different versions in two stores.)"""
-    key = (str(record.uri), record.status, record.head, record.latest, form)
-    text = cache.get(key)
-    if text is None:
-        if len(cache) >= _CACHE_LIMIT:
-            cache.clear()
-        text = cache[key] = render(record, form)
-    return text
-
-
-def _DEFAULT_TOKENS(text: str) -> int:
-    tokens = _TOKENS.get(text)
-    if tokens is None:
-        if len(_TOKENS) >= _CACHE_LIMIT:
-            _TOKENS.clear()
-        tokens = _TOKENS[text] = estimate_tokens(text)
-    return tokens
-
-
 def run_find(
     cx: Cortex,
     where: object,
@@ -125,7 +98,7 @@ def run_find(
     estimator: TokenEstimator | None,
 ) -> FindResult:
     """Carry out :meth:`Cortex.find` (arguments as documented there)."""
-    from .cortex import _row_record
+    from .cortex import _row_memo
 
     predicate: Predicate = check_predicate(where)
     check_bounded(limit, budget_tokens)
@@ -147,7 +120,7 @@ def run_find(
     used = 0
     with cx._env.read() as txn:
         seq = index.refresh(txn)
-        query_plan = index.plan(predicate)
+        query_plan, explained = index.plan(predicate)
         rows = index.select(query_plan)
         scores: dict[int, int] = {}
         # The walk reads at most ``limit`` rows (it stops as soon as it has them), so the
@@ -155,9 +128,13 @@ def run_find(
         first = 16 if limit is None else min(limit, 16)
         default_count = count is estimate_tokens
         for row in index.ordered(rows, order_by, now, first=first, scores=scores):
-            record = _row_record(txn, cx.actor, index, row, seq)
-            text = _render(cx._rendered, record, form)
-            tokens = _DEFAULT_TOKENS(text) if default_count else count(text)
+            memo = _row_memo(txn, cx.actor, index, row, seq)
+            record = memo.record
+            if default_count:
+                text, tokens = memo.rendered(form)
+            else:
+                text = memo.rendered(form)[0]
+                tokens = count(text)
             if type(tokens) is not int or tokens < 0:
                 raise ValidationError(
                     f"the token estimator returned {tokens!r} for a hit", field="estimator"
@@ -177,4 +154,4 @@ def run_find(
     ]
     if late_binding and hits:
         cx._record_access([hit.uri for hit in hits], at=now)
-    return FindResult(tuple(hits), used, len(rows), query_plan.explain(), seq)
+    return FindResult(tuple(hits), used, len(rows), explained, seq)

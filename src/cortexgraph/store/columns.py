@@ -150,7 +150,7 @@ class ColumnIndex:
         self.ns_names: list[str] = []
         self.postings: dict[tuple[str, Any], set[int]] = {}
         self._arrays: dict[tuple[str, Any], Rows] = {}
-        self._plans: dict[Predicate, tuple[int, Plan]] = {}
+        self._plans: dict[Predicate, tuple[int, Plan, str]] = {}
         self.max_access = 0
         self.max_indeg = 0
         self.weights: tuple[int, ...] = ()
@@ -390,8 +390,9 @@ class ColumnIndex:
         """How many memories the posting list of an indexed atom holds."""
         return len(self.postings.get((atom.kind, atom.value), ()))
 
-    def plan(self, predicate: Predicate) -> Plan:
-        """``core.query.plan`` of ``predicate`` against these posting lists.
+    def plan(self, predicate: Predicate) -> tuple[Plan, str]:
+        """``core.query.plan`` of ``predicate`` against these posting lists, and its
+        ``explain()`` text.
 
         Plans are a function of the predicate and the posting-list sizes, so they are kept
         until the columns move to another seq (at most ``_PLAN_CACHE`` of them).
@@ -399,11 +400,12 @@ class ColumnIndex:
         seq = self.seq
         cached = self._plans.get(predicate)
         if cached is not None and cached[0] == seq:
-            return cached[1]
+            return cached[1], cached[2]
         made = plan(predicate, self.size)
+        text = made.explain()
         if len(self._plans) < _PLAN_CACHE:
-            self._plans[predicate] = (seq, made)
-        return made
+            self._plans[predicate] = (seq, made, text)
+        return made, text
 
     def _posting(self, atom: Atom) -> Rows:
         key = (atom.kind, atom.value)
@@ -729,16 +731,17 @@ class ColumnIndex:
         weight = self.weights[4]
         total = static_all[rows] + weight * 1_000_000
         life = life_all[rows]
-        age = now - self.cols["at"][rows]
-        decaying = np.flatnonzero((life > 0) & (age > 0))
-        far: npt.NDArray[np.int64] = decaying[:0]
+        decaying = np.flatnonzero(life)
+        far: list[int] = []
         if len(decaying):
-            aged = age[decaying]
+            # an age of 0 or less gives recency 1, as 0.5 ** 0 does
+            aged = np.maximum(now - self.cols["at"][rows[decaying]], 0)
             recency = _ppm(np.exp2(-(aged / life[decaying])))
             total[decaying] -= weight * (1_000_000 - recency)
-            far = decaying[aged >= _EXACT_FLOAT]
+            if aged.max() >= _EXACT_FLOAT:  # not exact as a float: score those in Python
+                far = decaying[aged >= _EXACT_FLOAT].tolist()
         total //= 1_000_000
-        for i in far.tolist():
+        for i in far:
             total[i] = self.exact_score(int(rows[i]), now)
         return total
 
