@@ -17,7 +17,7 @@ from pathlib import Path
 import blake3
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cortexgraph.errors import ValidationError
@@ -614,3 +614,39 @@ def test_same_history_same_bytes_in_process(tmp_path: Path) -> None:
         p.read_bytes() for p in second.data_paths()
     ]
     assert first.meta_path.read_bytes() == second.meta_path.read_bytes()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(0, 2), min_size=2, max_size=30),
+    st.permutations(list(range(30))),
+    st.integers(0, 2),
+    st.integers(1, 12),
+)
+def test_runs_of_equal_distances_come_back_in_id_order(
+    tmp_path_factory: pytest.TempPathFactory,
+    kinds: list[int],
+    order: list[int],
+    query: int,
+    k: int,
+) -> None:
+    """Many elements share one of three vectors: search returns them best first, each
+    run of equal similarity in id order, as a sort by (-similarity, id) of every element
+    does, whatever the insertion order (on so few elements the graph search is exhaustive)."""
+    vectors = ([1.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0])
+    index = VectorIndex.open(tmp_path_factory.mktemp("runs"), name="e", dim=4)
+    inserted = [i for i in order if i < len(kinds)]
+    for i in inserted:
+        index.upsert(mid(i), vectors[kinds[i]])
+    hits = index.search(vectors[query], k)
+    similarity = {
+        kind: round(float(np.dot(_unit(vectors[kind]), _unit(vectors[query]))), 5)
+        for kind in range(3)
+    }
+    expected = sorted(inserted, key=lambda i: (-similarity[kinds[i]], mid(i)))[:k]
+    assert ids_of(hits) == [mid(i) for i in expected]
+
+
+def _unit(vector: list[float]) -> np.ndarray:
+    array = np.asarray(vector, dtype=np.float64)
+    return array / np.linalg.norm(array)

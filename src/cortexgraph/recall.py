@@ -11,7 +11,6 @@ edges attach the code an ArtifactRef holds), with salience breaking ties.
 
 from __future__ import annotations
 
-import itertools
 import struct
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -308,8 +307,8 @@ def run_recall(
         def allowed(rows: Rows) -> Rows:
             return columns.active(rows) if dnf is None else columns.filter(rows, dnf)
 
-        rankings: dict[str, list[int]] = {}
-        channel: dict[str, dict[int, float]] = {}
+        rankings: dict[str, list[int]] = {}  # per channel, rows best first
+        found: dict[str, list[float]] = {}  # per channel, their scores
         if mode in ("keyword", "hybrid"):
             rows, bm25 = columns.bm25(txn, list(term_counts(text)), RECALL_BM25)
             kept = allowed(rows)
@@ -317,9 +316,7 @@ def run_recall(
                 # rows is sorted and kept is a subsequence of it
                 bm25 = bm25[np.searchsorted(rows, kept)]
                 rows = kept
-            ranked, ranked_scores = _ranked(columns, rows, bm25, depth)
-            rankings["keyword"] = ranked
-            channel["keyword"] = dict(zip(ranked, ranked_scores, strict=True))
+            rankings["keyword"], found["keyword"] = _ranked(columns, rows, bm25, depth)
         if mode in ("vector", "hybrid"):
             state = cx._vector_state()
             state.sync(txn, columns)
@@ -331,38 +328,48 @@ def run_recall(
                 depth,
                 allowed=None if permitted is None else permitted.__contains__,
             )
-            ranked = state.rows_of(labels, columns)
-            rankings["vector"] = ranked
-            channel["vector"] = dict(zip(ranked, sims, strict=True))
+            rankings["vector"], found["vector"] = state.rows_of(labels, columns), sims
         if mode != "hybrid":
-            fused = dict(channel[mode])
-        elif fusion == "rrf":
-            fused = fuse(rankings)
+            # One channel: its ranking is the order. Salience only breaks ties, so the
+            # candidates are the first k and whatever ties the k-th (at most 4k + 16).
+            ranked, ranked_scores = rankings[mode], found[mode]
+            end = min(len(ranked), k)
+            if end:
+                cut = ranked_scores[end - 1]
+                most = min(len(ranked), 4 * k + 16)
+                while end < most and ranked_scores[end] >= cut:
+                    end += 1
+            candidates = ranked[:end]
+            fused = dict(zip(candidates, ranked_scores[:end], strict=True))
+            channel = {mode: fused}
+            positions = {mode: {row: rank for rank, row in enumerate(candidates, start=1)}}
+            via: dict[int, int] = {}
         else:
-            fused = fuse_scores(channel)
-        via: dict[int, int] = {}
-        if expand_graph and mode == "hybrid" and fused:
-            top = sorted(fused, key=lambda r: (-fused[r], columns.ids[r]))[:EXPANDED_HITS]
-            neighbours = _neighbours(txn, columns, top, allowed)
-            for row, (score, parent) in expand(fused, top, neighbours).items():
-                fused[row] = score
-                via[row] = parent
-        if mode == "hybrid":
+            channel = {
+                name: dict(zip(ranked, found[name], strict=True))
+                for name, ranked in rankings.items()
+            }
+            fused = fuse(rankings) if fusion == "rrf" else fuse_scores(channel)
+            via = {}
+            if expand_graph and fused:
+                top = sorted(fused, key=lambda r: (-fused[r], columns.ids[r]))[:EXPANDED_HITS]
+                neighbours = _neighbours(txn, columns, top, allowed)
+                for row, (score, parent) in expand(fused, top, neighbours).items():
+                    fused[row] = score
+                    via[row] = parent
             candidates = sorted(fused, key=lambda r: -fused[r])[: 4 * k + 16]
-        else:  # one channel's ranking: already best first
-            candidates = list(itertools.islice(fused, 4 * k + 16))
-        if len(candidates) > k:
-            # salience only breaks ties: a candidate scoring below the k-th cannot make
-            # the cut, so only those scoring at least as much need their exact salience
-            cut = fused[candidates[k - 1]]
-            candidates = [row for row in candidates if fused[row] >= cut]
+            if len(candidates) > k:
+                # salience only breaks ties: a candidate scoring below the k-th cannot
+                # make the cut, so only those scoring at least as much need their salience
+                cut = fused[candidates[k - 1]]
+                candidates = [row for row in candidates if fused[row] >= cut]
+            positions = {
+                name: {row: rank for rank, row in enumerate(ranked, start=1)}
+                for name, ranked in rankings.items()
+            }
         exact = columns.exact_scores(np.asarray(candidates, dtype=np.int64), now).tolist()
         salience = dict(zip(candidates, exact, strict=True))
         final = sorted(candidates, key=lambda r: (-fused[r], -salience[r], columns.ids[r]))[:k]
-        positions = {
-            name: {row: rank for rank, row in enumerate(ranked, start=1)}
-            for name, ranked in rankings.items()
-        }
         indeg = columns.cols["indeg"]
         hits = []
         for row in final:

@@ -204,6 +204,22 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _runs(ties: list[int]) -> list[tuple[int, int]]:
+    """The runs ``[start, end)`` of equal neighbours, from the positions ``i`` (ascending)
+    where element ``i`` equals element ``i + 1``.
+
+    >>> _runs([2, 3, 7]), _runs([])
+    ([(2, 5), (7, 9)], [])
+    """
+    runs: list[tuple[int, int]] = []
+    for i in ties:
+        if runs and runs[-1][1] == i + 1:
+            runs[-1] = (runs[-1][0], i + 2)
+        else:
+            runs.append((i, i + 2))
+    return runs
+
+
 def _pick(items: Sequence[_T], indexes: Sequence[int]) -> list[_T]:
     """``[items[i] for i in indexes]``, without a Python-level loop."""
     if len(indexes) <= 1:
@@ -568,10 +584,15 @@ class VectorIndex:
             return [self._labels[mid] for mid, _ in exact], [sim for _, sim in exact]
         labels, distances = found
         sims = (1.0 - distances).tolist()
-        if not bool((distances[1:] > distances[:-1]).all()):  # ties: settle them by id
+        step = distances[1:] - distances[:-1]
+        if bool((step < 0).any()):  # not ascending (never seen): sort it all
             order = sorted(range(len(labels)), key=lambda i: (-sims[i], ids[labels[i]]))[:k]
             return [labels[i] for i in order], [sims[i] for i in order]
-        # else hnswlib's order (distance ascending) is already similarity descending
+        # hnswlib's order (distance ascending) is similarity descending; equal distances
+        # come out in no particular order, so each run of them is put in id order
+        for start, end in _runs(np.flatnonzero(step == 0).tolist()):
+            run = sorted(labels[start:end], key=ids.__getitem__)
+            labels[start:end] = run
         return labels[:k], sims[:k]
 
     def id_of(self, label: int) -> bytes:
