@@ -83,9 +83,13 @@ def test_vectorised_scores_equal_exact_ones(data: dict[str, Any]) -> None:
     index = index_of(data)
     rows = np.arange(len(data["type"]), dtype=np.int64)
     now = data["now"]
+    exact = [index.exact_score(row, now) for row in rows.tolist()]
     fast = index.exact_scores(rows, now)
     assert fast.dtype == np.int64
-    assert fast.tolist() == [index.exact_score(row, now) for row in rows.tolist()]
+    assert fast.tolist() == exact
+    # both ways of scoring, whatever the number of rows picks
+    assert index._scores_vectorised(rows, now).tolist() == exact
+    assert index._scores_one_by_one(rows.tolist(), now) == exact
 
 
 def test_a_tie_is_settled_the_exact_way() -> None:
@@ -113,6 +117,7 @@ def test_a_tie_is_settled_the_exact_way() -> None:
     assert expected[:2] == [13, 13]
     assert [int(np.rint(value * 1e6)) for value in data["confidence"][:2]] == [12, 14]
     assert index.exact_scores(rows, 0).tolist() == expected
+    assert index._scores_vectorised(rows, 0).tolist() == expected
     assert [index.exact_score(row, 0) for row in range(4)] == expected
 
 

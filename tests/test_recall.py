@@ -279,3 +279,20 @@ def test_bad_recall_arguments(cx: cg.Cortex) -> None:
         cx.recall("   ")
     assert info.value.field == "text"
     assert np.isfinite(cx.recall("x")[0].score)
+
+
+def test_salience_breaks_ties_in_every_mode(cx: cg.Cortex) -> None:
+    """Two memories with the same text score the same in every channel; the more salient
+    (higher priority) comes first whatever the ids, and a distinct score still wins."""
+    first = cx.write(cg.Fact(text="rotate the signing keys monthly", priority=2), at=T0)
+    second = cx.write(cg.Fact(text="rotate the signing keys monthly", priority=2), at=T0)
+    # make the one with the larger id the more salient, so that id order would be wrong
+    low, high = sorted((first, second), key=lambda uri: uri.id)
+    cx.update(high, priority=9, at=T0)
+    cx.write(cg.Fact(text="signing keys live in the vault", priority=10), at=T0)
+    for mode in ("keyword", "vector", "hybrid"):
+        hits = cx.recall("rotate signing keys monthly", k=3, mode=mode, now=T0)
+        ids = [hit.uri.id for hit in hits]
+        assert ids[:2] == [high.id, low.id], mode
+        assert hits[0].score == hits[1].score > hits[2].score, mode
+        assert hits[0].salience > hits[1].salience, mode

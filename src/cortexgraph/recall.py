@@ -340,10 +340,13 @@ def run_recall(
                 while end < most and ranked_scores[end] >= cut:
                     end += 1
             candidates = ranked[:end]
-            fused = dict(zip(candidates, ranked_scores[:end], strict=True))
+            top_scores = ranked_scores[:end]
+            fused = dict(zip(candidates, top_scores, strict=True))
             channel = {mode: fused}
             positions = {mode: {row: rank for rank, row in enumerate(candidates, start=1)}}
             via: dict[int, int] = {}
+            # all scores distinct: the ranking is the final order (no tie for salience)
+            settled = len(set(top_scores)) == end
         else:
             channel = {
                 name: dict(zip(ranked, found[name], strict=True))
@@ -367,9 +370,14 @@ def run_recall(
                 name: {row: rank for rank, row in enumerate(ranked, start=1)}
                 for name, ranked in rankings.items()
             }
+            settled = False
         exact = columns.exact_scores(np.asarray(candidates, dtype=np.int64), now).tolist()
         salience = dict(zip(candidates, exact, strict=True))
-        final = sorted(candidates, key=lambda r: (-fused[r], -salience[r], columns.ids[r]))[:k]
+        if settled:
+            final = candidates
+        else:
+            final = sorted(candidates, key=lambda r: (-fused[r], -salience[r], columns.ids[r]))
+            del final[k:]
         indeg = columns.cols["indeg"]
         hits = []
         for row in final:

@@ -75,6 +75,8 @@ for _name, _code in _TYPE_CODE.items():
 _TIE_GUARD = 1e-6
 #: ages from here on are not exact as float64
 _EXACT_FLOAT = 2**53
+#: up to this many rows, salience is scored one by one rather than with numpy
+_ONE_BY_ONE = 16
 #: the priority factor of each priority
 _PRIORITY_PPM = np.asarray([round_ppm(p / 10) for p in range(11)], dtype=np.int64)
 #: a catch-up longer than this many entries rebuilds from a scan instead
@@ -720,13 +722,35 @@ class ColumnIndex:
         return lower, upper
 
     def exact_scores(self, rows: Rows, now: int) -> npt.NDArray[np.int64]:
-        """:meth:`exact_score` of every row, vectorised, and equal to it row for row.
+        """:meth:`exact_score` of every row, equal to it row for row.
 
-        The terms that do not depend on ``now`` come from :meth:`_static_all`; recency is
-        computed for the decaying rows only (numpy's ``exp2`` for ``**``) and rounded by
-        :func:`_ppm`. Rows too old for their age to be exact as a float are scored by
-        :meth:`exact_score`.
+        The terms that do not depend on ``now`` come from :meth:`_static_all`. A few rows
+        are scored one by one (:meth:`_scores_one_by_one`: numpy's fixed cost per call
+        would dominate); more are vectorised (:meth:`_scores_vectorised`).
         """
+        if len(rows) <= _ONE_BY_ONE:
+            return np.asarray(self._scores_one_by_one(rows.tolist(), now), dtype=np.int64)
+        return self._scores_vectorised(rows, now)
+
+    def _scores_one_by_one(self, rows: list[int], now: int) -> list[int]:
+        """The scores of ``rows`` in plain Python: the kept static terms plus the weighted
+        recency ``round_ppm(0.5 ** (age / half_life))``, the arithmetic of ``core.salience``
+        (an age and a half-life in integer ms, divided as Python divides integers)."""
+        static_all, life_all = self._static_all()
+        at = self.cols["at"]
+        weight = self.weights[4]
+        scores = []
+        for row in rows:
+            life = int(life_all[row])
+            age = now - int(at[row])
+            recency = round_ppm(0.5 ** (age / life)) if life and age > 0 else 1_000_000
+            scores.append((int(static_all[row]) + weight * recency) // 1_000_000)
+        return scores
+
+    def _scores_vectorised(self, rows: Rows, now: int) -> npt.NDArray[np.int64]:
+        """The scores of ``rows`` with numpy: recency is computed for the decaying rows
+        only (numpy's ``exp2`` for ``**``) and rounded by :func:`_ppm`. Rows too old for
+        their age to be exact as a float are scored by :meth:`exact_score`."""
         static_all, life_all = self._static_all()
         weight = self.weights[4]
         total = static_all[rows] + weight * 1_000_000
