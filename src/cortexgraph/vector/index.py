@@ -507,6 +507,15 @@ class VectorIndex:
         return [mid for label, mid in enumerate(self._ids) if label not in deleted]
 
     def _check_vector(self, vector: object, field: str) -> Vector:
+        if (
+            type(vector) is np.ndarray
+            and vector.dtype == np.float32
+            and vector.shape == (self.dim,)
+            and vector.flags.c_contiguous
+        ):  # the common case (an embedder's row): only finiteness to check
+            if not np.isfinite(vector).all():
+                raise ValidationError("must be finite (no NaN or inf after float32)", field=field)
+            return cast(Vector, vector)
         try:
             with np.errstate(over="ignore", invalid="ignore"):  # overflow becomes inf, below
                 array = np.asarray(vector, dtype=np.float32)
