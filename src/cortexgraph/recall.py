@@ -328,17 +328,15 @@ def run_recall(
                 depth,
                 allowed=None if permitted is None else permitted.__contains__,
             )
+            if mode == "vector":  # rows are needed for the first k and their ties only
+                labels = labels[: _tied_prefix(sims, k, 4 * k + 16)]
+                sims = sims[: len(labels)]
             rankings["vector"], found["vector"] = state.rows_of(labels, columns), sims
         if mode != "hybrid":
             # One channel: its ranking is the order. Salience only breaks ties, so the
             # candidates are the first k and whatever ties the k-th (at most 4k + 16).
             ranked, ranked_scores = rankings[mode], found[mode]
-            end = min(len(ranked), k)
-            if end:
-                cut = ranked_scores[end - 1]
-                most = min(len(ranked), 4 * k + 16)
-                while end < most and ranked_scores[end] >= cut:
-                    end += 1
+            end = _tied_prefix(ranked_scores, k, 4 * k + 16)
             candidates = ranked[:end]
             top_scores = ranked_scores[:end]
             fused = dict(zip(candidates, top_scores, strict=True))
@@ -399,6 +397,22 @@ def run_recall(
     if late_binding and hits:
         cx._record_access([hit.uri for hit in hits], at=now)
     return RecallResult(tuple(hits), mode, seq)
+
+
+def _tied_prefix(scores: list[float], k: int, most: int) -> int:
+    """How many of ``scores`` (best first) are the first ``k`` and whatever ties the
+    ``k``-th, at most ``most``.
+
+    >>> _tied_prefix([9.0, 8.0, 7.0, 7.0, 7.0, 6.0], 3, 10), _tied_prefix([9.0], 3, 10)
+    (5, 1)
+    """
+    end = min(len(scores), k)
+    if end:
+        cut = scores[end - 1]
+        most = min(len(scores), most)
+        while end < most and scores[end] >= cut:
+            end += 1
+    return end
 
 
 def _head_uri(cx: Cortex, txn: ReadTxn, memory_id: bytes) -> MemoryURI:

@@ -737,14 +737,17 @@ class ColumnIndex:
         recency ``round_ppm(0.5 ** (age / half_life))``, the arithmetic of ``core.salience``
         (an age and a half-life in integer ms, divided as Python divides integers)."""
         static_all, life_all = self._static_all()
-        at = self.cols["at"]
         weight = self.weights[4]
         scores = []
-        for row in rows:
-            life = int(life_all[row])
-            age = now - int(at[row])
+        for static, life, at in zip(
+            static_all[rows].tolist(),
+            life_all[rows].astype(np.int64).tolist(),
+            self.cols["at"][rows].tolist(),
+            strict=True,
+        ):
+            age = now - at
             recency = round_ppm(0.5 ** (age / life)) if life and age > 0 else 1_000_000
-            scores.append((int(static_all[row]) + weight * recency) // 1_000_000)
+            scores.append((static + weight * recency) // 1_000_000)
         return scores
 
     def _scores_vectorised(self, rows: Rows, now: int) -> npt.NDArray[np.int64]:

@@ -593,15 +593,16 @@ class VectorIndex:
             return [self._labels[mid] for mid, _ in exact], [sim for _, sim in exact]
         labels, distances = found
         sims = (1.0 - distances).tolist()
-        step = distances[1:] - distances[:-1]
-        if bool((step < 0).any()):  # not ascending (never seen): sort it all
+        after = sims[1:]
+        if any(map(operator.lt, sims, after)):  # not descending (never seen): sort it all
             order = sorted(range(len(labels)), key=lambda i: (-sims[i], ids[labels[i]]))[:k]
             return [labels[i] for i in order], [sims[i] for i in order]
-        # hnswlib's order (distance ascending) is similarity descending; equal distances
+        # hnswlib's order (distance ascending) is similarity descending; equal similarities
         # come out in no particular order, so each run of them is put in id order
-        for start, end in _runs(np.flatnonzero(step == 0).tolist()):
-            run = sorted(labels[start:end], key=ids.__getitem__)
-            labels[start:end] = run
+        if any(map(operator.eq, sims, after)):
+            ties = [i for i, same in enumerate(map(operator.eq, sims, after)) if same]
+            for start, end in _runs(ties):
+                labels[start:end] = sorted(labels[start:end], key=ids.__getitem__)
         return labels[:k], sims[:k]
 
     def id_of(self, label: int) -> bytes:
