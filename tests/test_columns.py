@@ -205,8 +205,9 @@ def test_incremental_static_parts_equal_a_fresh_build(tmp_path_factory: Any, ops
             kept = index.exact_scores(rows, now).tolist()
             assert kept == [index.exact_score(row, now) for row in rows.tolist()]
             # a build numbers rows in id order, the catch-up in write order
-            built = dict(zip(fresh.ids, fresh.exact_scores(fresh.all_rows(), now).tolist()))
-            assert dict(zip(index.ids, kept)) == built
+            scores = fresh.exact_scores(fresh.all_rows(), now).tolist()
+            built = dict(zip(fresh.ids, scores, strict=True))
+            assert dict(zip(index.ids, kept, strict=True)) == built
 
 
 def test_memoised_records_follow_every_change(tmp_path: Any) -> None:
