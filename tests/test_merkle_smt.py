@@ -32,6 +32,7 @@ from cortexgraph.core import merkle as core
 from cortexgraph.errors import CorruptionError, ValidationError
 from cortexgraph.merkle import (
     EMPTY_SMT_ROOT,
+    SmtVerifier,
     SparseMerkleTree,
     smt_get,
     smt_prove,
@@ -569,6 +570,91 @@ def test_verify_smt_rejects_one_bad_argument(position: int, junk: Any, garbage: 
     ][position]
     result = verify_smt(*args)
     assert result is False or (well_typed and result is True)
+
+
+# ------------------------------------------------------------- many proofs, one root
+
+
+@settings(FAST, max_examples=40)
+@given(
+    entries=st.dictionaries(KEYS, VALUES, min_size=1, max_size=60),
+    probes=st.lists(KEYS, max_size=6),
+    flips=st.lists(st.tuples(st.integers(0, 59), st.integers(0, 8 * 600)), max_size=12),
+    order=st.randoms(use_true_random=False),
+    hash_name=st.sampled_from(["sha256", "blake3"]),
+    small_memo=st.booleans(),
+)
+def test_smt_verifier_agrees_with_verify_smt(
+    entries: dict[bytes, bytes], probes: list[bytes], flips: list[tuple[int, int]],
+    order: Any, hash_name: str, small_memo: bool,
+) -> None:
+    """One SmtVerifier answers every claim in a shuffled stream exactly as verify_smt does:
+    members with their values, wrong values and "absent" claims, absent keys (random and
+    neighbours of members), proofs of other keys, and proofs with a flipped bit that come
+    after the valid proof of the same key has filled the verifier's memo (which is also
+    run nearly full, so that it stops remembering)."""
+    tree = tree_of(hash_name, entries)
+    root = tree.root()
+    keys = list(entries)
+    claims: list[tuple[bytes, bytes | None, bytes]] = []
+    for key, value in entries.items():
+        proof = tree.prove(key)
+        claims += [(key, value, proof), (key, with_bit(value, 5), proof), (key, None, proof)]
+    for key in [*probes, *(with_bit(k, i) for k in keys[:3] for i in (0, 9, 255))]:
+        claims += [(key, None, tree.prove(key)), (key, ZERO, tree.prove(key))]
+    claims += [(keys[0], entries[keys[0]], tree.prove(keys[-1]))]
+    order.shuffle(claims)
+    for index, bit in flips:
+        key = keys[index % len(keys)]
+        proof = tree.prove(key)
+        if bit < 8 * len(proof):
+            claims.append((key, entries[key], with_bit(proof, bit)))
+    with pytest.MonkeyPatch.context() as patch:
+        if small_memo:
+            patch.setattr(core, "_MAX_SHARED", 8)
+        verifier = SmtVerifier(hash_name, root)
+        for key, value, proof in claims:
+            expected = verify_smt(hash_name, root, key, value, proof)
+            assert verifier.verify(key, value, proof) is expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(made=st.tuples(JUNK, JUNK), args=st.lists(st.tuples(JUNK, JUNK, JUNK), max_size=3))
+def test_smt_verifier_never_raises_on_garbage(
+    made: tuple[Any, Any], args: list[tuple[Any, Any, Any]]
+) -> None:
+    """M3: SmtVerifier built and called with arbitrary arguments answers as verify_smt does
+    (so False for anything malformed) and never raises."""
+    verifier = SmtVerifier(*made)
+    for key, value, proof in args:
+        assert verifier.verify(key, value, proof) is verify_smt(*made, key, value, proof)
+
+
+def test_smt_verifier_hashes_shared_nodes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Checking 500 members of a 5,000-key tree through one verifier makes fewer than
+    half the hash calls that verify_smt makes for the same proofs (the top levels of the
+    paths are shared), and every answer is True."""
+    tree = tree_of("blake3", {key_of(i): value_of(i) for i in range(5000)})
+    claims = [(key_of(i), value_of(i), tree.prove(key_of(i))) for i in range(0, 5000, 10)]
+    calls = 0
+    real = hashing.local_hash_function
+
+    def counting(hash_name: str) -> Callable[[bytes], bytes]:
+        function = real(hash_name)
+
+        def counted(data: bytes) -> bytes:
+            nonlocal calls
+            calls += 1
+            return function(data)
+
+        return counted
+
+    monkeypatch.setattr(core, "local_hash_function", counting)
+    assert all(verify_smt("blake3", tree.root(), *claim) for claim in claims)
+    alone, calls = calls, 0
+    verifier = SmtVerifier("blake3", tree.root())
+    assert all(verifier.verify(*claim) for claim in claims)
+    assert alone > 500 * 12 and calls < alone / 2
 
 
 if __name__ == "__main__":

@@ -7,11 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph import Q
 from cortexgraph.core import scope as core_scope
-from cortexgraph.core.codec import decode, encode
+from cortexgraph.core.codec import decode, decode_unchecked, encode, encode_head
 
 T0 = 1_700_000_000_000
 
@@ -135,3 +137,79 @@ def test_scopes_by_uri_list_and_bad_arguments(tmp_path: Path) -> None:
             with pytest.raises(cg.ValidationError) as info:
                 call()
             assert info.value.field == field
+
+
+def _bytes_item(key: str, value: bytes) -> bytes:
+    """The canonical encoding of one map entry ``key: value`` (a byte string)."""
+    return encode(key) + encode_head(2, len(value)) + value
+
+
+def test_non_canonical_encodings_of_a_valid_bundle_fail(
+    bundle: tuple[bytes, bytes, list[cg.MemoryURI]],
+) -> None:
+    """SC1: the same bundle in an encoding that decodes to equal values but is not the
+    canonical one fails: a byte string's length in a longer header, a record's keys out
+    of order, an indefinite-length list, the version as ``true`` or ``1.0``."""
+    blob, root, _ = bundle
+    assert cg.verify_scope(blob, trusted_root=root)
+    record = decode(blob)["records"][0]
+    head = _bytes_item("head", record["head"])
+    assert blob.count(head) == 1 and len(record["head"]) < 256
+    long_head = encode("head") + b"\x59" + len(record["head"]).to_bytes(2, "big")
+    long_head += record["head"]
+    id_then_head = _bytes_item("id", record["id"]) + head
+    head_then_id = head + _bytes_item("id", record["id"])
+    assert blob.count(id_then_head) == 1
+    records_key = encode("records") + encode_head(4, len(decode(blob)["records"]))
+    assert blob.count(records_key) == 1
+    end_of_records = blob.index(encode("manifest"))
+    indefinite = (blob[: blob.index(records_key)] + encode("records") + b"\x9f"
+                  + blob[blob.index(records_key) + len(records_key) : end_of_records] + b"\xff"
+                  + blob[end_of_records:])
+    assert blob[:4] == b"\xa5\x61v\x01"
+    variants = {
+        "long header": blob.replace(head, long_head),
+        "keys out of order": blob.replace(id_then_head, head_then_id),
+        "indefinite list": indefinite,
+        "version true": b"\xa5\x61v\xf5" + blob[4:],
+        "version 1.0": b"\xa5\x61v\xf9\x3c\x00" + blob[4:],
+    }
+    for name, variant in variants.items():
+        assert variant != blob, name
+        with pytest.raises(cg.VerificationError):
+            cg.verify_scope(variant, trusted_root=root)
+    for name in ("long header", "keys out of order"):  # equal values, other bytes
+        assert decode_unchecked(variants[name]) == decode_unchecked(blob), name
+        with pytest.raises(cg.VerificationError, match="canonical"):
+            cg.verify_scope(variants[name], trusted_root=root)
+
+
+_DIGESTS = st.binary(min_size=32, max_size=32)
+_BYTES = st.binary(max_size=300)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    manifest=st.fixed_dictionaries({
+        "actor": st.text("abc-", min_size=1, max_size=70), "hash_name": st.sampled_from(
+            ["blake3", "sha256"]), "seq": st.integers(0, 2**64 - 1), "mmr_root": _DIGESTS,
+        "smt_root": _DIGESTS, "overall_root": _DIGESTS}),
+    anchor=st.none() | st.fixed_dictionaries(
+        {"entry": _BYTES, "proof": st.lists(_DIGESTS, max_size=40)}),
+    records=st.lists(st.fixed_dictionaries(
+        {"id": st.binary(min_size=16, max_size=16), "head": _BYTES, "version": st.binary(
+            max_size=70_000), "proof": _BYTES}), max_size=30),
+    edges=st.lists(st.fixed_dictionaries(
+        {"key": st.binary(min_size=34, max_size=34), "record": _BYTES, "proof": _BYTES}),
+        max_size=30),
+)
+def test_canonical_bytes_equal_encode(
+    manifest: dict[str, object], anchor: dict[str, object] | None,
+    records: list[dict[str, bytes]], edges: list[dict[str, bytes]],
+) -> None:
+    """The direct encoding the verifier compares a bundle with is exactly ``encode`` of
+    the bundle, for any values of the checked shape (byte strings of every header size,
+    up to 30 records and edges, 0 to 2**64-1 for seq)."""
+    value = {"v": 1, "manifest": manifest, "anchor": anchor, "records": records,
+             "edges": edges}
+    assert core_scope._canonical_bytes(value) == encode(value)

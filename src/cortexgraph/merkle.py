@@ -5,7 +5,8 @@ Everything here is pure and needs no database, so a sub-agent can check proofs o
 Byte layouts, node numbering and invariants (M1-M8) are documented in
 :mod:`cortexgraph.core.merkle`.
 
->>> from cortexgraph.merkle import MMR, SparseMerkleTree, smt_key, verify_inclusion, verify_smt
+>>> from cortexgraph.merkle import MMR, SmtVerifier, SparseMerkleTree, smt_key, verify_inclusion
+>>> from cortexgraph.merkle import verify_smt
 >>> log = MMR("sha256")
 >>> for entry in (b"first", b"second", b"third"):
 ...     index = log.append(entry)
@@ -23,6 +24,9 @@ True
 False
 >>> verify_smt("sha256", heads.root(), key, None, b"garbage")  # verifiers never raise
 False
+>>> many = SmtVerifier("sha256", heads.root())  # many proofs against one root
+>>> many.verify(key, b"\\x07" * 32, heads.prove(key))
+True
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from .core.merkle import (
     MmrGetNode,
     SmtGetNode,
     SmtUpdate,
+    SmtVerifier,
     SparseMerkleTree,
     mmr_append,
     mmr_consistency_proof,
@@ -61,6 +66,7 @@ __all__ = [
     "SMT_KEY_SIZE",
     "SmtGetNode",
     "SmtUpdate",
+    "SmtVerifier",
     "SparseMerkleTree",
     "head_commitment",
     "mmr_append",

@@ -239,19 +239,32 @@ class Record:
         memory: Memory,
     ) -> Record:
         """The record of version ``version`` (stored as ``state``) of a memory."""
-        return cls(
-            uri=MemoryURI.trusted(actor, head.ns, memory_id, version),
-            memory=memory,
-            version=version,
-            seq=state.seq,
-            at=state.at,
-            head=head.head,
-            latest=head.latest,
-            status=head.status,
-            created_at=head.created_at,
-        )
+        uri = MemoryURI.trusted(actor, head.ns, memory_id, version)
+        if cls is not Record:  # pragma: no cover - a subclass gets its own __init__
+            return cls(uri, memory, version, state.seq, state.at, head.head, head.latest,
+                       head.status, head.created_at)
+        # Every part comes from checked state, so set the slots directly (as the decoders
+        # above do): attrs' frozen __init__ costs about a microsecond on the read path.
+        record = _new(cls)
+        _RECORD_SLOTS[0](record, uri)
+        _RECORD_SLOTS[1](record, memory)
+        _RECORD_SLOTS[2](record, version)
+        _RECORD_SLOTS[3](record, state.seq)
+        _RECORD_SLOTS[4](record, state.at)
+        _RECORD_SLOTS[5](record, head.head)
+        _RECORD_SLOTS[6](record, head.latest)
+        _RECORD_SLOTS[7](record, head.status)
+        _RECORD_SLOTS[8](record, head.created_at)
+        return record
 
     @property
     def is_head(self) -> bool:
         """Whether this version is the one an unpinned URI resolves to."""
         return self.version == self.head
+
+
+_RECORD_SLOTS = _slot_setters(Record)
+if tuple(f.name for f in attrs.fields(Record)) != (
+    "uri", "memory", "version", "seq", "at", "head", "latest", "status", "created_at"
+):  # pragma: no cover - keep Record.of in step with the fields
+    raise TypeError("Record changed fields; update Record.of")
