@@ -565,12 +565,9 @@ PHASES: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
         ("core/query.py", "check_order", None), ("columns.py", "plan", None))),
     ("refresh (catch-up check)", (("columns.py", "refresh", None),)),
     ("selection (postings, masks)", (("columns.py", "select", None),)),
-    ("ordering (approximate + exact scores)", (("columns.py", "ordered", None),)),
-    ("record reads (heads, version, decode)", (
-        ("cortex.py", "_read_record", None), ("env.py", "get", "run_find"),
-        ("state.py", "decode", "run_find"))),
-    ("rendering and token estimate", (
-        ("forms.py", "render", None), ("forms.py", "estimate_tokens", None))),
+    ("ordering (exact scores, then sort)", (("columns.py", "ordered", None),)),
+    ("record reads (memo, else heads, version, decode)", (("cortex.py", "_row_memo", None),)),
+    ("rendering and token estimate (memo)", (("cortex.py", "rendered", None),)),
 )  # fmt: skip
 
 

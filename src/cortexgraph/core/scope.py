@@ -21,7 +21,8 @@ What verification checks (:func:`verify_scope_bytes`; SC1-SC5):
 - SC3 the anchor binds the actor: entry 1 is in the MMR at leaf 0, and it is a write whose
   id equals ``H(actor | ns | 1 | body)`` (a different actor name gives a different id);
 - SC4 every record's head commitment is in the SMT under its key, and its body is a valid
-  memory in canonical form;
+  memory (the commitment covers the body's bytes: they are the store's, canonical since
+  they were written);
 - SC5 every edge leaf is in the SMT, and both its ends are records of the bundle.
 
 Any failure raises :class:`~cortexgraph.errors.VerificationError` naming it.
