@@ -242,3 +242,21 @@ def test_memoised_records_follow_every_change(tmp_path: Any) -> None:
         assert texts() == ["other"]
         versions = [hit.record.version for hit in cx.find(cg.Q.tag("t"), limit=5)]
         assert versions == [2]
+
+
+def test_memos_are_bounded_and_keep_the_newer_half(tmp_path: Any, monkeypatch: Any) -> None:
+    """At the limit the older half of the memos goes; the newest stay valid."""
+    from cortexgraph.store import columns
+
+    monkeypatch.setattr(columns, "_MEMO_LIMIT", 8)
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        for i in range(12):
+            cx.write(cg.Fact(text=f"fact {i}", tags=("t",)), at=T0 + i)
+        index = cx._column_index()
+        with cx._env.read() as txn:
+            seq = index.refresh(txn)
+        for row in range(12):
+            index.remember(row, f"memo {row}", seq)
+        assert len(index._memos) <= 8
+        assert index.memo(11, seq) == "memo 11"  # the newest survive
+        assert index.memo(0, seq) is None  # the oldest went

@@ -21,6 +21,7 @@ returns; what ``find`` returns is then read from LMDB.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -102,8 +103,8 @@ _COLUMNS: dict[str, Any] = {
     "conf_ppm": np.int64,  # the confidence factor (core.salience.round_ppm(confidence))
     "prio_ppm": np.int64,  # the priority factor (round_ppm(priority / 10))
 }
-#: per-row memos beyond this many are dropped (see ``ColumnIndex.memo``)
-_MEMO_LIMIT = 16_384
+#: per-row memos kept at most (see ``ColumnIndex.memo``); at the limit, the older half go
+_MEMO_LIMIT = 32_768
 #: cached term posting lists beyond this many are dropped (and rescanned on demand)
 _MAX_CACHED_TERMS = 50_000
 
@@ -381,8 +382,10 @@ class ColumnIndex:
         with self._lock:
             if self.seq != seq:
                 return
-            if len(self._memos) >= _MEMO_LIMIT:
-                self._memos.clear()
+            memos = self._memos
+            if len(memos) >= _MEMO_LIMIT:  # forget the older half (dicts keep insertion order)
+                for old in list(itertools.islice(memos, _MEMO_LIMIT // 2)):
+                    del memos[old]
             gen = int(self.cols["gen"][row])
             self._memos[row] = (gen, gen or self._built_at, value)
 
