@@ -296,3 +296,21 @@ def test_salience_breaks_ties_in_every_mode(cx: cg.Cortex) -> None:
         assert ids[:2] == [high.id, low.id], mode
         assert hits[0].score == hits[1].score > hits[2].score, mode
         assert hits[0].salience > hits[1].salience, mode
+
+
+def test_recall_hits_equal_hits_built_through_attrs(cx: cg.Cortex) -> None:
+    """recall builds its hits by setting slots directly; each equals the RecallHit attrs'
+    own __init__ makes from the same fields, in every mode."""
+    import attrs
+
+    from cortexgraph.recall import RecallHit
+
+    fact = cx.write(cg.Fact(text="the retry helper backs off exponentially"), at=T0)
+    code = cx.write(cg.ArtifactRef(text="retry.py", path="src/retry.py", content="..."), at=T0)
+    cx.add_edge(code, fact, "source_of", at=T0)
+    cx.write(cg.Event(text="the retry helper failed on friday"), at=T0)
+    for mode in ("keyword", "vector", "hybrid"):
+        for hit in cx.recall("retry helper", k=5, mode=mode, now=T0):
+            again = RecallHit(**attrs.asdict(hit, recurse=False))
+            assert hit == again
+            assert attrs.asdict(hit, recurse=False) == attrs.asdict(again, recurse=False)
