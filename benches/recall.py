@@ -220,21 +220,16 @@ def measure(root: Path, n: int, count: int, *, profile: bool, minilm: bool) -> d
                 samples["search100"].append(timed(lambda v=v: index.search(v, depth)))
             for _, v in block:
                 samples["search10"].append(timed(lambda v=v: index.search(v, K)))
-            # knn_query at VectorIndex.search's own k and ef (it asks for one more than k)
-            raw.set_ef(ef_deep)
-            for _, v in block:
-                samples["knn100"].append(timed(lambda v=v: raw.knn_query(v, k=depth + 1)))
-            raw.set_ef(ef_10)
-            for _, v in block:
-                samples["knn10"].append(timed(lambda v=v: raw.knn_query(v, k=K + 1)))
-            # the store's own hnswlib object (internal); VectorIndex remembers the ef it
-            # set last, so that is put back after
-            own.set_ef(ef_deep)
-            for _, v in block:
-                samples["own100"].append(timed(lambda v=v: own.knn_query(v, k=depth + 1)))
-            own.set_ef(ef_10)
-            for _, v in block:
-                samples["own10"].append(timed(lambda v=v: own.knn_query(v, k=K + 1)))
+            # knn_query at VectorIndex.search's own k and ef (it asks for one more than
+            # k): on the second copy ("knn"), then on the store's own hnswlib object
+            # ("own", internal; VectorIndex remembers the ef it set last, put back after)
+            for name, hnsw in (("knn", raw), ("own", own)):
+                for suffix, ef, want in (("100", ef_deep, depth + 1), ("10", ef_10, K + 1)):
+                    hnsw.set_ef(ef)
+                    for _, v in block:
+                        samples[name + suffix].append(
+                            timed(lambda v=v, h=hnsw, n=want: h.knn_query(v, k=n))
+                        )
             own.set_ef(index._ef)
             for q, _ in block:
                 recall_timed(q, "hybrid", "hybrid")
