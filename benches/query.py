@@ -567,7 +567,8 @@ PHASES: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
     ("selection (postings, masks)", (("columns.py", "select", None),)),
     ("ordering (exact scores, then sort)", (("columns.py", "ordered", None),)),
     ("record reads (memo, else heads, version, decode)", (("cortex.py", "_row_memo", None),)),
-    ("rendering and token estimate (memo)", (("cortex.py", "rendered", None),)),
+    ("rendering and token estimate (memo)", (
+        ("cortex.py", "rendered", "run_find"), ("cortex.py", "estimated", "run_find"))),
 )  # fmt: skip
 
 

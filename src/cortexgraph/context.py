@@ -193,7 +193,6 @@ class _Reader:
         self.index = index
         self.seq = seq
         self.now = now
-        self._records: dict[int, Record] = {}
         active = index.active(index.all_rows())
         types = index.cols["type"][active]
         keep = np.isin(types, _AGENT_CODES)
@@ -203,13 +202,10 @@ class _Reader:
         self._bounds: tuple[npt.NDArray[np.int64], ...] | None = None
 
     def record(self, row: int) -> Record:
-        record = self._records.get(row)
-        if record is None:
-            from .cortex import _row_record
+        """The row's head version (kept by the index's per-row memos)."""
+        from .cortex import _row_record
 
-            record = _row_record(self.txn, self.cx.actor, self.index, row, self.seq)
-            self._records[row] = record
-        return record
+        return _row_record(self.txn, self.cx.actor, self.index, row, self.seq)
 
     def mask_of(self, type_name: str) -> npt.NDArray[np.bool_]:
         """Which of :attr:`agent` are of this type (the type posting list, as a mask)."""

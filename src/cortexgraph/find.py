@@ -130,11 +130,8 @@ def run_find(
         for row in index.ordered(rows, order_by, now, first=first, scores=scores):
             memo = _row_memo(txn, cx.actor, index, row, seq)
             record = memo.record
-            if default_count:
-                text, tokens = memo.rendered(form)
-            else:
-                text = memo.rendered(form)[0]
-                tokens = count(text)
+            text = memo.rendered(form)
+            tokens = memo.estimated(form) if default_count else count(text)
             if type(tokens) is not int or tokens < 0:
                 raise ValidationError(
                     f"the token estimator returned {tokens!r} for a hit", field="estimator"

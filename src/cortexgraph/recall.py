@@ -329,7 +329,10 @@ def run_recall(
                 # rows is sorted and kept is a subsequence of it
                 bm25 = bm25[np.searchsorted(rows, kept)]
                 rows = kept
-            rankings["keyword"], found["keyword"] = _ranked(columns, rows, bm25, depth)
+            ranked, ranked_scores = _ranked(columns, rows, bm25, depth)
+            if mode == "keyword":
+                ranked, ranked_scores = _candidates_of(ranked, ranked_scores, k)
+            rankings["keyword"], found["keyword"] = ranked, ranked_scores
         if mode in ("vector", "hybrid"):
             state = cx._vector_state()
             state.sync(txn, columns)
@@ -341,23 +344,18 @@ def run_recall(
                 depth,
                 allowed=None if permitted is None else permitted.__contains__,
             )
-            if mode == "vector":  # rows are needed for the first k and their ties only
-                labels = labels[: _tied_prefix(sims, k, 4 * k + 16)]
-                sims = sims[: len(labels)]
+            if mode == "vector":  # rows are needed for the candidates only
+                labels, sims = _candidates_of(labels, sims, k)
             rankings["vector"], found["vector"] = state.rows_of(labels, columns), sims
         if mode != "hybrid":
-            # One channel: its ranking is the order. Salience only breaks ties, so the
-            # candidates are the first k and whatever ties the k-th (at most 4k + 16).
-            ranked, ranked_scores = rankings[mode], found[mode]
-            end = _tied_prefix(ranked_scores, k, 4 * k + 16)
-            candidates = ranked[:end]
-            top_scores = ranked_scores[:end]
+            # One channel, already cut to its candidates: its ranking is the order
+            candidates, top_scores = rankings[mode], found[mode]
             fused = dict(zip(candidates, top_scores, strict=True))
             channel = {mode: fused}
             positions = {mode: {row: rank for rank, row in enumerate(candidates, start=1)}}
             via: dict[int, int] = {}
             # all scores distinct: the ranking is the final order (no tie for salience)
-            settled = len(set(top_scores)) == end
+            settled = len(set(top_scores)) == len(top_scores)
         else:
             channel = {
                 name: dict(zip(ranked, found[name], strict=True))
@@ -417,20 +415,22 @@ def run_recall(
     return RecallResult(tuple(hits), mode, seq)
 
 
-def _tied_prefix(scores: list[float], k: int, most: int) -> int:
-    """How many of ``scores`` (best first) are the first ``k`` and whatever ties the
-    ``k``-th, at most ``most``.
+def _candidates_of(
+    items: list[int], scores: list[float], k: int
+) -> tuple[list[int], list[float]]:
+    """One channel's candidates (ranked best first): salience only breaks ties, so the
+    first ``k`` and whatever ties the ``k``-th, at most ``4k + 16``.
 
-    >>> _tied_prefix([9.0, 8.0, 7.0, 7.0, 7.0, 6.0], 3, 10), _tied_prefix([9.0], 3, 10)
-    (5, 1)
+    >>> _candidates_of([1, 2, 3, 4, 5, 6], [9.0, 8.0, 7.0, 7.0, 7.0, 6.0], 3)
+    ([1, 2, 3, 4, 5], [9.0, 8.0, 7.0, 7.0, 7.0])
     """
     end = min(len(scores), k)
     if end:
         cut = scores[end - 1]
-        most = min(len(scores), most)
+        most = min(len(scores), 4 * k + 16)
         while end < most and scores[end] >= cut:
             end += 1
-    return end
+    return items[:end], scores[:end]
 
 
 def _head_uri(cx: Cortex, txn: ReadTxn, memory_id: bytes) -> MemoryURI:
