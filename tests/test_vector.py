@@ -643,10 +643,21 @@ def test_runs_of_equal_distances_come_back_in_id_order(
         kind: round(float(np.dot(_unit(vectors[kind]), _unit(vectors[query]))), 5)
         for kind in range(3)
     }
-    expected = sorted(inserted, key=lambda i: (-similarity[kinds[i]], mid(i)))[:k]
-    assert ids_of(hits) == [mid(i) for i in expected]
+    ranked = sorted(inserted, key=lambda i: (-similarity[kinds[i]], mid(i)))
+    assert ids_of(hits) == [mid(i) for i in ranked[:k]]
+    # with first=f, the first f of the k and everything among the k tied with the f-th
+    first = max(1, k // 2)
+    end = min(first, len(ranked))
+    while first <= end < min(k, len(ranked)) and similarity[kinds[ranked[end]]] == similarity[
+        kinds[ranked[first - 1]]
+    ]:
+        end += 1
+    labels, sims = index.search_labels(vectors[query], k, first=first)
+    assert [index.id_of(label) for label in labels] == [mid(i) for i in ranked[:end]]
+    assert sims == sorted(sims, reverse=True)
 
 
 def _unit(vector: list[float]) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float64)
     return array / np.linalg.norm(array)
+

@@ -85,15 +85,32 @@ class RecallHit:
 
 
 _HIT_SLOTS = tuple(RecallHit.__dict__[field.name].__set__ for field in attrs.fields(RecallHit))
+(_SET_URI, _SET_RECORD, _SET_SCORE, _SET_RANKS, _SET_SCORES, _SET_SALIENCE, _SET_VIA,
+ _SET_ATTACHED) = _HIT_SLOTS  # fmt: skip
 
 
-def _hit(*values: Any) -> RecallHit:
-    """``RecallHit(*values)`` for values recall has already checked, without attrs'
-    frozen ``__init__`` (about a microsecond a hit): each slot set directly, in field
-    order. A test holds the two equal."""
+def _hit(
+    uri: MemoryURI,
+    record: Record,
+    score: float,
+    ranks: Mapping[str, int],
+    scores: Mapping[str, float],
+    salience: int,
+    via: MemoryURI | None,
+    attached: tuple[Record, ...],
+) -> RecallHit:
+    """``RecallHit(...)`` for values recall has already checked, without attrs' frozen
+    ``__init__`` (about a microsecond a hit): each slot set directly. A test holds the
+    two equal."""
     hit: RecallHit = object.__new__(RecallHit)
-    for setter, value in zip(_HIT_SLOTS, values, strict=True):
-        setter(hit, value)
+    _SET_URI(hit, uri)
+    _SET_RECORD(hit, record)
+    _SET_SCORE(hit, score)
+    _SET_RANKS(hit, ranks)
+    _SET_SCORES(hit, scores)
+    _SET_SALIENCE(hit, salience)
+    _SET_VIA(hit, via)
+    _SET_ATTACHED(hit, attached)
     return hit
 
 
@@ -158,17 +175,19 @@ class VectorState:
             row_of, id_of = columns.row_of, self.index.id_of
             fresh = [row_of.get(id_of(label), -1) for label in range(len(self._rows), count)]
             self._rows = np.concatenate((self._rows, np.asarray(fresh, dtype=np.int64)))
-        found = self._rows[labels]
-        for i in np.flatnonzero(found < 0).tolist():  # not mapped yet when first seen
-            memory_id = self.index.id_of(labels[i])
-            row = columns.row_of.get(memory_id)
-            if row is None:
-                raise CorruptionError(
-                    f"the vector index holds memory {memory_id.hex()}, which the store lacks"
-                )
-            self._rows[labels[i]] = found[i] = row
-        rows: list[int] = found.tolist()
-        return rows
+        found: list[int] = list(map(self._rows.item, labels))
+        if -1 in found:  # not mapped yet when first seen
+            for i, row in enumerate(found):
+                if row < 0:
+                    memory_id = self.index.id_of(labels[i])
+                    mapped = columns.row_of.get(memory_id)
+                    if mapped is None:
+                        raise CorruptionError(
+                            f"the vector index holds memory {memory_id.hex()}, which the "
+                            "store lacks"
+                        )
+                    self._rows[labels[i]] = found[i] = mapped
+        return found
 
     def sync(self, txn: ReadTxn, columns: ColumnIndex) -> None:
         """Bring the index to the journal's end: embed what changed, drop what left."""
@@ -343,8 +362,10 @@ def run_recall(
                 state.query(text),
                 depth,
                 allowed=None if permitted is None else permitted.__contains__,
+                # vector mode needs only its candidates: the first k and their ties
+                first=k if mode == "vector" else None,
             )
-            if mode == "vector":  # rows are needed for the candidates only
+            if mode == "vector":
                 labels, sims = _candidates_of(labels, sims, k)
             rankings["vector"], found["vector"] = state.rows_of(labels, columns), sims
         if mode != "hybrid":
@@ -380,8 +401,7 @@ def run_recall(
                 for name, ranked in rankings.items()
             }
             settled = False
-        exact = columns.exact_scores(np.asarray(candidates, dtype=np.int64), now).tolist()
-        salience = dict(zip(candidates, exact, strict=True))
+        salience = dict(zip(candidates, columns.scores_of(candidates, now), strict=True))
         if settled:
             final = candidates
         else:

@@ -735,6 +735,13 @@ class ColumnIndex:
             return np.asarray(self._scores_one_by_one(rows.tolist(), now), dtype=np.int64)
         return self._scores_vectorised(rows, now)
 
+    def scores_of(self, rows: list[int], now: int) -> list[int]:
+        """:meth:`exact_scores` of a list of rows, as a list."""
+        if len(rows) <= _ONE_BY_ONE:
+            return self._scores_one_by_one(rows, now)
+        scores: list[int] = self._scores_vectorised(np.asarray(rows, dtype=np.int64), now).tolist()
+        return scores
+
     def _scores_one_by_one(self, rows: list[int], now: int) -> list[int]:
         """The scores of ``rows`` in plain Python: the kept static terms plus the weighted
         recency ``round_ppm(0.5 ** (age / half_life))``, the arithmetic of ``core.salience``
@@ -743,13 +750,13 @@ class ColumnIndex:
         weight = self.weights[4]
         scores = []
         for static, life, at in zip(
-            static_all[rows].tolist(),
-            life_all[rows].astype(np.int64).tolist(),
-            self.cols["at"][rows].tolist(),
+            map(static_all.item, rows),
+            map(life_all.item, rows),
+            map(self.cols["at"].item, rows),
             strict=True,
         ):
             age = now - at
-            recency = round_ppm(0.5 ** (age / life)) if life and age > 0 else 1_000_000
+            recency = _ppm_one(0.5 ** (age / int(life))) if life and age > 0 else 1_000_000
             scores.append((static + weight * recency) // 1_000_000)
         return scores
 
@@ -784,6 +791,22 @@ class ColumnIndex:
         if not len(rows):
             return
         yield from self._by_column(rows, self.exact_scores(rows, now), first, scores)
+
+
+def _ppm_one(value: float) -> int:
+    """``core.salience.round_ppm(value)`` for a value in 0..1, by float arithmetic unless
+    ``value * 1e6`` lies within :data:`_TIE_GUARD` of a half (its float error is below
+    1e-9 ppm, so only near a half can the two roundings disagree).
+
+    >>> [_ppm_one(v) == round_ppm(v) for v in (0.25, 0.0000125, 0.0000135, 0.3333333)]
+    [True, True, True, True]
+    """
+    scaled = value * 1e6
+    whole = int(scaled)
+    fraction = scaled - whole
+    if abs(fraction - 0.5) > _TIE_GUARD:
+        return whole + 1 if fraction > 0.5 else whole
+    return round_ppm(value)
 
 
 def _ppm(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:

@@ -563,12 +563,19 @@ class VectorIndex:
         k: int,
         *,
         allowed: Callable[[bytes], bool] | None = None,
+        first: int | None = None,
     ) -> tuple[list[int], list[float]]:
         """:meth:`search`, answered with labels (see :meth:`id_of`) and similarities as
-        two lists, for callers that map labels to something of their own."""
+        two lists, for callers that map labels to something of their own.
+
+        With ``first``, only the first ``first`` of the ``k`` are returned, followed by
+        every other label tied with the ``first``-th (in id order, as all ties are), for a
+        caller that wants fewer than the search found and breaks those ties its own way.
+        """
         q = self._check_vector(query, "query")
         k = self._check_k(k)
         allowed = self._check_allowed(allowed)
+        first = k if first is None else min(k, self._check_k(first))
         live = len(self)
         if live == 0:
             return [], []
@@ -591,19 +598,32 @@ class VectorIndex:
         if found is None:
             exact = self.exact_search(q, k, allowed)
             return [self._labels[mid] for mid, _ in exact], [sim for _, sim in exact]
-        labels, distances = found
-        sims = (1.0 - distances).tolist()
-        after = sims[1:]
-        if any(map(operator.lt, sims, after)):  # not descending (never seen): sort it all
-            order = sorted(range(len(labels)), key=lambda i: (-sims[i], ids[labels[i]]))[:k]
-            return [labels[i] for i in order], [sims[i] for i in order]
+        label_array, distances = found[0], found[1].tolist()  # float32 to float: exact
+        if any(map(operator.gt, distances, itertools.islice(distances, 1, None))):
+            # not ascending (never seen): sort it all by (-similarity, id)
+            every, sims = label_array.tolist(), [1.0 - d for d in distances]
+            order = sorted(range(len(every)), key=lambda i: (-sims[i], ids[every[i]]))
+            labels, sims = [every[i] for i in order], [sims[i] for i in order]
+            end = min(first, len(labels))
+            while first <= end < min(k, len(labels)) and sims[end] == sims[first - 1]:
+                end += 1
+            return labels[:end], sims[:end]
         # hnswlib's order (distance ascending) is similarity descending; equal similarities
-        # come out in no particular order, so each run of them is put in id order
-        if any(map(operator.eq, sims, after)):
-            ties = [i for i, same in enumerate(map(operator.eq, sims, after)) if same]
-            for start, end in _runs(ties):
-                labels[start:end] = sorted(labels[start:end], key=ids.__getitem__)
-        return labels[:k], sims[:k]
+        # come out in no particular order, so each run of them is put in id order. Only the
+        # first ``first`` and the whole run tied with the last of them are needed.
+        end = min(first, len(distances))
+        if end:
+            last = 1.0 - distances[end - 1]
+            while end < len(distances) and 1.0 - distances[end] == last:
+                end += 1
+        labels = label_array[:end].tolist()
+        sims = [1.0 - d for d in itertools.islice(distances, end)]
+        if any(map(operator.eq, sims, itertools.islice(sims, 1, None))):
+            same = [i for i, equal in enumerate(map(operator.eq, sims, sims[1:])) if equal]
+            for start, stop in _runs(same):
+                labels[start:stop] = sorted(labels[start:stop], key=ids.__getitem__)
+        del labels[k:], sims[k:]
+        return labels, sims
 
     def id_of(self, label: int) -> bytes:
         """The memory id of a label :meth:`search_labels` returned."""
@@ -616,7 +636,7 @@ class VectorIndex:
 
     def _knn(
         self, q: Vector, n: int, test: Callable[[int], bool] | None
-    ) -> tuple[list[int], npt.NDArray[np.float64]] | None:
+    ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]] | None:
         """hnswlib's n nearest labels and distances (ascending), or None when it found
         fewer than n."""
         ef = max(self.ef_search, n)
@@ -627,7 +647,7 @@ class VectorIndex:
             labels, distances = self._index.knn_query(q, k=n, num_threads=1, filter=test)
         except RuntimeError:  # "Cannot return the results in a contiguous 2D array"
             return None
-        return labels[0].tolist(), distances[0].astype(np.float64)
+        return labels[0], distances[0]
 
     def exact_search(
         self,
