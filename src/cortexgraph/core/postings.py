@@ -30,7 +30,6 @@ Invariants:
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
 from typing import Protocol
 
 from ..errors import CorruptionError
@@ -60,7 +59,11 @@ _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _HEAD = struct.Struct(">BIH")
+#: a forward row's entry for a term of n bytes (u16 n, the term, u32 tf), by n
+_ENTRY = tuple(struct.Struct(f">H{size}sI") for size in range(MAX_TERM_BYTES + 1))
 _LAYOUT = 1
+#: a term of at most this many characters has at most MAX_TERM_BYTES bytes of UTF-8
+_SHORT_TERM = MAX_TERM_BYTES // 4
 
 Mutation = tuple[str, bytes, bytes | None]
 
@@ -114,20 +117,11 @@ ForwardRow = tuple[int, dict[str, int]]
 
 
 def _terms(memory: Memory) -> ForwardRow:
-    counts = {
-        term: tf
-        for term, tf in term_counts(index_text(memory)).items()
-        if len(term.encode("utf-8")) <= MAX_TERM_BYTES
-    }
+    counts = term_counts(index_text(memory))
+    for term in [t for t in counts if len(t) > _SHORT_TERM]:
+        if len(term.encode("utf-8")) > MAX_TERM_BYTES:
+            del counts[term]
     return sum(counts.values()), counts
-
-
-def _encode_forward(length: int, counts: Mapping[str, int]) -> bytes:
-    parts = [_HEAD.pack(_LAYOUT, length, len(counts))]
-    for term, tf in counts.items():
-        raw = term.encode("utf-8")
-        parts.append(_U16.pack(len(raw)) + raw + _U32.pack(tf))
-    return b"".join(parts)
 
 
 def decode_forward(data: bytes) -> ForwardRow:
@@ -196,18 +190,23 @@ def postings_set(view: _View, memory_id: bytes, memory: Memory | None) -> list[M
     if old == new:
         return []
     old_counts = {} if old is None else old[1]
-    new_counts = {} if new is None else new[1]
     out: list[Mutation] = [
         ("postings", posting_prefix(term) + memory_id, None)
         for term in old_counts
-        if term not in new_counts
+        if term not in (() if new is None else new[1])
     ]
-    out.extend(
-        ("postings", posting_prefix(term) + memory_id, _U32.pack(tf))
-        for term, tf in new_counts.items()
-        if old_counts.get(term) != tf
-    )
-    forward = None if new is None else _encode_forward(*new)
+    forward = None
+    if new is not None:
+        # each term encoded once, for its posting key and its forward-row entry
+        suffix = b"\0" + memory_id
+        parts = [_HEAD.pack(_LAYOUT, new[0], len(new[1]))]
+        before = old_counts.get
+        for term, tf in new[1].items():
+            raw = term.encode("utf-8")
+            parts.append(_ENTRY[len(raw)].pack(len(raw), raw, tf))
+            if before(term) != tf:
+                out.append(("postings", TERM + raw + suffix, _U32.pack(tf)))
+        forward = b"".join(parts)
     out.append(("postings", FORWARD + memory_id, forward))
     docs = (new is not None) - (old is not None)
     length = (0 if new is None else new[0]) - (0 if old is None else old[0])
