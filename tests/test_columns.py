@@ -121,6 +121,66 @@ def test_a_tie_is_settled_the_exact_way() -> None:
     assert [index.exact_score(row, 0) for row in range(4)] == expected
 
 
+def _near_half_ages(life: int, count: int) -> list[int]:
+    """Ages (ms) whose recency ``0.5 ** (age / life)`` lies within 1e-6 ppm of a half
+    ppm: where a float rounding and the exact one could part."""
+    found = []
+    age = life  # recency 0.5: scaled values change by about 6e-4 ppm per ms here
+    while len(found) < count:
+        age += 1
+        scaled = Fraction(0.5 ** (age / life)) * PPM
+        if abs(scaled - int(scaled) - Fraction(1, 2)) <= Fraction(1, 10**6):
+            found.append(age)
+    return found
+
+
+def test_recency_near_a_half_ppm_is_scored_the_exact_way(monkeypatch: Any) -> None:
+    """Rows whose recency factor lies within the tie guard of a half ppm are scored by
+    ``exact_score`` (core.salience's own arithmetic), the others by numpy; all equal it."""
+    event = next(t.type_code for t in MEMORY_TYPES if t.type_name == "event")
+    life = 7 * DAY
+    near = _near_half_ages(life, 3)
+    ages = [*near, life, 2 * life, life + 12_345, 0]
+    count = len(ages)
+    now = 400 * DAY
+    data = {
+        "type": [event] * count,
+        "confidence": [1.0] * count,
+        "priority": [5] * count,
+        "pinned": [False] * count,
+        "indeg": [0] * count,
+        "access": [0] * count,
+        "at": [now - age for age in ages],
+        "max_indeg": 0,
+        "max_access": 0,
+        "now": now,
+        "weights": (0, 0, 0, 0, PPM),
+    }
+    index = index_of(data)
+    expected = [index.exact_score(row, now) for row in range(count)]
+    called: list[int] = []
+    exact_score = index.exact_score
+
+    def counted(row: int, at: int) -> int:
+        called.append(row)
+        return exact_score(row, at)
+
+    monkeypatch.setattr(index, "exact_score", counted)
+    rows = np.arange(count, dtype=np.int64)
+    assert index._scores_vectorised(rows, now).tolist() == expected
+    assert called == [0, 1, 2]  # the three near a half, and only those
+
+
+def test_a_factor_near_a_half_ppm_is_rounded_by_the_exact_function() -> None:
+    """``_ppm`` rounds values near a half ppm with the caller's exact function (numpy's
+    log1p may differ from math.log there), and the rest with rint."""
+    from cortexgraph.store.columns import _ppm
+
+    values = np.asarray([0.25, 0.0000125, 0.5, 0.0000135])
+    assert _ppm(values).tolist() == [250_000, 13, 500_000, 13]
+    assert _ppm(values, lambda i: -i).tolist() == [250_000, -1, 500_000, -3]
+
+
 def test_recency_decays_with_the_half_life() -> None:
     """An Event (half-life 7 days) one half-life old has recency 500,000 ppm; with all
     the weight on recency that is its score; pinned, it does not decay."""
@@ -141,6 +201,63 @@ def test_recency_decays_with_the_half_life() -> None:
     index = index_of(data)
     scores = index.exact_scores(np.arange(3, dtype=np.int64), 7 * DAY)
     assert scores.tolist() == [500_000, PPM, PPM]
+
+
+# ---------------------------------------------------------------------------
+# a salience walk over many rows (exact scores, then pools of 4x growing size) gives the
+# order of a sort by exact score, ties by id
+
+
+@st.composite
+def many_rows(draw: st.DrawFn) -> dict[str, Any]:
+    """Enough rows for several rounds of a walk, with few distinct values of each
+    column, so that equal and nearly equal scores abound."""
+    count = draw(st.integers(65, 300))
+    now = T0 + 400 * DAY
+    ages = st.one_of(
+        st.sampled_from([0, DAY // 7, DAY, 7 * DAY, 30 * DAY, 180 * DAY, -DAY]),
+        st.integers(0, 400 * DAY),
+    )
+
+    def column(strategy: st.SearchStrategy[Any]) -> list[Any]:
+        return draw(st.lists(strategy, min_size=count, max_size=count))
+
+    return {
+        "type": column(st.sampled_from(TYPE_CODES)),
+        "confidence": column(st.one_of(st.sampled_from([0.5, 0.8, 1.0]), tie_confidences)),
+        "priority": column(st.integers(4, 6)),
+        "pinned": column(st.sampled_from([False] * 7 + [True])),
+        "indeg": column(st.integers(0, 2)),
+        "access": column(st.integers(0, 2)),
+        "at": [now - age for age in column(ages)],
+        "max_indeg": 2,
+        "max_access": 2,
+        "now": now,
+        "weights": draw(weights),
+        "seed": draw(st.integers(0, 2**32)),
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(many_rows(), st.integers(1, 20), st.integers(0, 300))
+def test_salience_walk_is_a_sort_by_exact_score(
+    data: dict[str, Any], first: int, read: int
+) -> None:
+    index = index_of(data)
+    rng = np.random.default_rng(data["seed"])
+    index.ids = [bytes(rng.integers(0, 256, 16, dtype=np.uint8)) for _ in data["type"]]
+    index.cols["idkey"] = np.asarray(
+        [int.from_bytes(memory_id[:8], "big") for memory_id in index.ids], dtype=np.uint64
+    )
+    rows = np.arange(len(data["type"]), dtype=np.int64)
+    now = data["now"]
+    exact = {row: index.exact_score(row, now) for row in rows.tolist()}
+    expected = sorted(exact, key=lambda row: (-exact[row], index.ids[row]))
+    scores: dict[int, int] = {}
+    walk = index.ordered(rows, "salience", now, first=first, scores=scores)
+    walked = [row for row, _ in zip(walk, range(read), strict=False)]
+    assert walked == expected[:read]
+    assert {row: scores[row] for row in walked} == {row: exact[row] for row in walked}
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -38,6 +38,7 @@ from ..core.salience import (
     HALF_LIFE_DAYS,
     HUB_ACCESS_COUNT,
     HUB_CENTRALITY,
+    frequency,
     round_ppm,
     trusted_cold_score,
     trusted_salience_factors,
@@ -160,7 +161,9 @@ class ColumnIndex:
         self._terms: dict[str, _Terms] = {}
         self._memos: dict[int, tuple[int, int, Any]] = {}
         #: per row, the salience terms that do not depend on ``now`` (see ``_static_parts``)
-        self._static: tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]] | None = None
+        self._static: (
+            tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None
+        ) = None
         self._built_at = 0  # the seq of the last build (gen 0 means "at or before it")
         self._sorted_rows = 0  # rows below this are in id order (see ``_build``)
 
@@ -655,11 +658,12 @@ class ColumnIndex:
 
     def _static_parts(
         self, rows: Rows
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """The salience terms of ``rows`` that do not depend on ``now``: the weighted sum
         of the confidence, priority, centrality and frequency factors (in ppm x weight,
-        before the final division), and the half-life in ms (0: no decay; doubled for
-        hubs, as ``core.salience`` does).
+        before the final division), the half-life in ms (0: no decay; doubled for hubs,
+        as ``core.salience`` does), and the decay rate ``-1 / half-life`` (0: no decay),
+        with which ``exp2(age * rate)`` is the recency factor (:meth:`_scores_vectorised`).
 
         Centrality is computed only for rows with an in-degree and frequency only for rows
         with accesses, in float64 as ``core.salience`` computes them (numpy's ``log1p``
@@ -680,15 +684,25 @@ class ColumnIndex:
         if self.max_access:
             read = np.flatnonzero(access)
             if len(read):
-                frequency = np.log1p(access[read]) / np.log1p(float(self.max_access))
-                frequency[access[read] == self.max_access] = 1.0
-                static[read] += weights[3] * _ppm(frequency)
+                counts = access[read]
+                units = np.log1p(counts) / np.log1p(float(self.max_access))
+                units[counts == self.max_access] = 1.0
+                most = self.max_access
+
+                def exactly(i: int) -> int:  # core.salience's math.log, near a half ppm
+                    return round_ppm(frequency(int(counts[i]), most))
+
+                static[read] += weights[3] * _ppm(units, exactly)
         life = _HALF_LIFE[cols["type"][rows]]
         life[cols["pinned"][rows]] = 0.0
         life[hub] *= 2
-        return static, life
+        rate = np.zeros(len(life), dtype=np.float64)
+        np.divide(-1.0, life, out=rate, where=life > 0)
+        return static, life, rate
 
-    def _static_all(self) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+    def _static_all(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """:meth:`_static_parts` of every row, computed once per change of the store-wide
         maxima or weights and kept current row by row by the catch-up."""
         static = self._static
@@ -702,22 +716,23 @@ class ColumnIndex:
     def _update_static(self, rows: Rows) -> None:
         """Recompute the static parts of ``rows`` (new rows included); under the lock."""
         assert self._static is not None
-        static, life = self._static
+        static, life, rate = self._static
         size = len(self.ids)
         if len(static) < size:
             grow = size - len(static)
             static = np.concatenate((static, np.zeros(grow, dtype=np.int64)))
             life = np.concatenate((life, np.zeros(grow, dtype=np.float64)))
+            rate = np.concatenate((rate, np.zeros(grow, dtype=np.float64)))
         else:  # readers may hold the old arrays: never write into them
-            static, life = static.copy(), life.copy()
-        static[rows], life[rows] = self._static_parts(rows)
-        self._static = (static, life)
+            static, life, rate = static.copy(), life.copy(), rate.copy()
+        static[rows], life[rows], rate[rows] = self._static_parts(rows)
+        self._static = (static, life, rate)
 
     def salience_bounds(self, rows: Rows) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Bounds ``(lower, upper)`` of each row's salience score at any ``now``: exact
         for memories that do not decay (recency is 1), else recency 0 and 1.
         """
-        static_all, life_all = self._static_all()
+        static_all, life_all, _ = self._static_all()
         full = self.weights[4] * 1_000_000
         static = static_all[rows]
         upper = (static + full) // 1_000_000
@@ -746,7 +761,7 @@ class ColumnIndex:
         """The scores of ``rows`` in plain Python: the kept static terms plus the weighted
         recency ``round_ppm(0.5 ** (age / half_life))``, the arithmetic of ``core.salience``
         (an age and a half-life in integer ms, divided as Python divides integers)."""
-        static_all, life_all = self._static_all()
+        static_all, life_all, _ = self._static_all()
         weight = self.weights[4]
         scores = []
         for static, life, at in zip(
@@ -761,25 +776,31 @@ class ColumnIndex:
         return scores
 
     def _scores_vectorised(self, rows: Rows, now: int) -> npt.NDArray[np.int64]:
-        """The scores of ``rows`` with numpy: recency is computed for the decaying rows
-        only (numpy's ``exp2`` for ``**``) and rounded by :func:`_ppm`. Rows too old for
-        their age to be exact as a float are scored by :meth:`exact_score`."""
-        static_all, life_all = self._static_all()
-        weight = self.weights[4]
-        total = static_all[rows] + weight * 1_000_000
-        life = life_all[rows]
-        decaying = np.flatnonzero(life)
-        far: list[int] = []
-        if len(decaying):
-            # an age of 0 or less gives recency 1, as 0.5 ** 0 does
-            aged = np.maximum(now - self.cols["at"][rows[decaying]], 0)
-            recency = _ppm(np.exp2(-(aged / life[decaying])))
-            total[decaying] -= weight * (1_000_000 - recency)
-            if aged.max() >= _EXACT_FLOAT:  # not exact as a float: score those in Python
-                far = decaying[aged >= _EXACT_FLOAT].tolist()
+        """The scores of ``rows`` with numpy, every row alike: the recency factor is
+        ``exp2(age * rate)`` (1 for a memory that does not decay, whose rate is 0, and for
+        an age of 0 or less), rounded to ppm with ``rint``.
+
+        That rounding is exact (the half-to-even rounding of ``core.salience``'s
+        ``0.5 ** (age / half_life)``) unless the value lies within :data:`_TIE_GUARD` ppm of
+        a half: up to ages of 50 half-lives (beyond, recency rounds to 0 either way) the
+        float error of ``age * rate`` and ``exp2`` is below 1e-7 ppm. Rows near a half, and
+        rows too old for their age to be exact as a float, are scored by
+        :meth:`exact_score`.
+        """
+        static_all, _, rate_all = self._static_all()
+        age = now - self.cols["at"][rows]
+        np.maximum(age, 0, out=age)
+        scaled = np.exp2(age * rate_all[rows])
+        scaled *= 1e6
+        recency = np.rint(scaled)
+        near = np.abs(scaled - recency) >= 0.5 - _TIE_GUARD
+        total = recency.astype(np.int64)
+        total *= self.weights[4]
+        total += static_all[rows]
         total //= 1_000_000
-        for i in far:
-            total[i] = self.exact_score(int(rows[i]), now)
+        if near.any() or age.max() >= _EXACT_FLOAT:
+            for i in np.flatnonzero(near | (age >= _EXACT_FLOAT)).tolist():
+                total[i] = self.exact_score(int(rows[i]), now)
         return total
 
     def _by_salience(
@@ -809,20 +830,23 @@ def _ppm_one(value: float) -> int:
     return round_ppm(value)
 
 
-def _ppm(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+def _ppm(
+    values: npt.NDArray[np.float64], exactly: Callable[[int], int] | None = None
+) -> npt.NDArray[np.int64]:
     """``core.salience.round_ppm`` of each value, vectorised.
 
     ``rint(value * 1e6)`` can only disagree with the exact half-to-even rounding when
     ``value * 1e6`` lies within a hair of a half: the product's float error is below
-    1e-9 ppm, and a value computed with numpy's ``log1p`` or ``exp2`` rather than
-    ``math.log`` or ``**`` is off by a few units in the last place at most. Values
-    within :data:`_TIE_GUARD` of a half are rounded exactly, one by one.
+    1e-9 ppm. Values within :data:`_TIE_GUARD` of a half are rounded one by one: by
+    ``exactly(i)`` when the values are numpy's approximation of a factor ``core.salience``
+    computes otherwise (``log1p`` for ``math.log``: a few units in the last place apart,
+    which near a half can round differently), else by ``round_ppm`` of the value itself.
     """
     scaled = values * 1e6
     rounded = np.rint(scaled).astype(np.int64)
     close = np.flatnonzero(np.abs(scaled - np.floor(scaled) - 0.5) <= _TIE_GUARD)
     for i in close.tolist():
-        rounded[i] = round_ppm(float(values[i]))
+        rounded[i] = round_ppm(float(values[i])) if exactly is None else exactly(i)
     return rounded
 
 
