@@ -119,6 +119,34 @@ def test_filters_tombstones_and_late_binding(cx: cg.Cortex) -> None:
     ]
 
 
+def test_a_selective_filter_is_answered_by_exact_search(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filter passing few memories is answered by exact search over them; a broad one
+    by the filtered graph search. On a store this small the graph search is exact too, so
+    the two give the same hits; both pass only memories the filter passes."""
+    import cortexgraph.recall as recall_module
+
+    with cg.open(tmp_path, "a", sync=False) as cx:
+        for i in range(400):
+            kind = cg.Preference if i % 40 == 0 else cg.Fact
+            cx.write(kind(text=f"{WORDS[i % 15]} {WORDS[(i * 7) % 15]} note {i}"), at=T0)
+        where = cg.Q.type(cg.Preference)
+        answers = {}
+        for limit in (recall_module.EXACT_FILTERED, 0):  # exact over 10 rows; graph
+            monkeypatch.setattr(recall_module, "EXACT_FILTERED", limit)
+            answers[limit] = [
+                cx.recall(w, k=5, mode=mode, where=where, now=T0).uris
+                for w in WORDS
+                for mode in ("vector", "hybrid")
+            ]
+        assert answers[0] == answers[recall_module.EXACT_FILTERED]
+        preferences = {u.id for u in cx.find(where, limit=100, now=T0).uris}
+        assert len(preferences) == 10
+        assert all({u.id for u in uris} <= preferences for uris in answers[0])
+        assert all(len(uris) == 5 for uris in answers[0])
+
+
 def test_vector_hits_survive_a_renumbering_of_the_column_index(tmp_path: Path) -> None:
     """Vector labels are mapped to column-index rows once and kept; a rebuild of the column
     index numbers rows afresh (in id order, not write order), and recall on the same handle

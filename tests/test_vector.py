@@ -655,9 +655,47 @@ def test_runs_of_equal_distances_come_back_in_id_order(
     labels, sims = index.search_labels(vectors[query], k, first=first)
     assert [index.id_of(label) for label in labels] == [mid(i) for i in ranked[:end]]
     assert sims == sorted(sims, reverse=True)
+    # and exact search among given ids (all of them, and one unknown) says the same
+    among, _ = index.search_among(vectors[query], k, [mid(99), *map(mid, inserted)], first=first)
+    assert [index.id_of(label) for label in among] == [mid(i) for i in ranked[:end]]
 
 
 def _unit(vector: list[float]) -> np.ndarray:
     array = np.asarray(vector, dtype=np.float64)
     return array / np.linalg.norm(array)
 
+
+
+def test_search_among_is_exact_search_over_the_given_ids(tmp_path: Path) -> None:
+    """search_among scores only the given ids (removed and unknown ones skipped), as
+    exact_search does with a filter passing exactly those ids."""
+    index = build(tmp_path, 300, removed=range(0, 300, 7))
+    rng = np.random.default_rng(4)
+    for q in unit_vectors(20, seed=5):
+        chosen = [mid(int(i)) for i in rng.choice(300, 40, replace=False)] + [mid(999)]
+        labels, sims = index.search_among(q, 10, chosen)
+        expected = index.exact_search(q, 10, allowed=set(chosen).__contains__)
+        assert [index.id_of(label) for label in labels] == [m for m, _ in expected]
+        assert sims == pytest.approx([s for _, s in expected], abs=1e-6)
+    assert index.search_among(unit_vectors(1)[0], 5, [mid(0), mid(999)]) == ([], [])
+
+
+def test_a_filter_on_labels_equals_the_filter_on_ids(tmp_path: Path) -> None:
+    """allowed_labels asks the same question as allowed, of labels; giving both is an
+    error. A filter passing fewer than k falls back to exact search either way."""
+    index = build(tmp_path, 400, removed=range(0, 400, 9))
+    odd_labels = [index._labels[mid(i)] % 2 == 1 for i in range(400)]
+    by_label = [False] * index.label_count()
+    for i, ok in enumerate(odd_labels):
+        by_label[index._labels[mid(i)]] = ok
+    few = {mid(i) for i in (3, 5, 7)}
+    few_labels = [index.id_of(label) in few for label in range(index.label_count())]
+    for q in unit_vectors(10, seed=6):
+        by_id = index.search_labels(q, 10, allowed=lambda m: index._labels[m] % 2 == 1, first=4)
+        assert index.search_labels(q, 10, allowed_labels=by_label.__getitem__, first=4) == by_id
+        sparse = index.search_labels(q, 10, allowed=few.__contains__)
+        assert index.search_labels(q, 10, allowed_labels=few_labels.__getitem__) == sparse
+        assert {index.id_of(label) for label in sparse[0]} == few
+    with pytest.raises(ValidationError):
+        index.search_labels(unit_vectors(1)[0], 5, allowed=few.__contains__,
+                            allowed_labels=few_labels.__getitem__)

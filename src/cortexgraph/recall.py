@@ -12,7 +12,7 @@ edges attach the code an ArtifactRef holds), with salience breaking ties.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -52,6 +52,12 @@ if TYPE_CHECKING:
 __all__ = ["RecallHit", "RecallResult"]
 
 MAX_K = 1000
+#: a filter passing at most this many memories is answered by exact vector search over
+#: them (``VectorIndex.search_among``) instead of a filtered graph search, which visits
+#: about ``ef / share passing`` elements and, when it cannot fill k, scans them all.
+#: Measured at 100,000 memories: 1,000 ids cost about as much either way (30 ms);
+#: 12 ids 0.7 ms exactly against 290 ms for the graph search and its fallback.
+EXACT_FILTERED = 1_024
 #: a vector index with this many unsaved changes is saved at the next query
 SAVE_EVERY = 2_000
 _EMBED_BATCH = 256
@@ -166,8 +172,8 @@ class VectorState:
         self._rows: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._rows_build = -1
 
-    def rows_of(self, labels: list[int], columns: ColumnIndex) -> list[int]:
-        """The column-index rows of the memories vector ``labels`` name."""
+    def _label_rows(self, columns: ColumnIndex) -> npt.NDArray[np.int64]:
+        """The column-index row of every label given out so far (-1: none known)."""
         count = self.index.label_count()
         if self._rows_build != columns.builds:
             self._rows, self._rows_build = np.zeros(0, dtype=np.int64), columns.builds
@@ -175,6 +181,24 @@ class VectorState:
             row_of, id_of = columns.row_of, self.index.id_of
             fresh = [row_of.get(id_of(label), -1) for label in range(len(self._rows), count)]
             self._rows = np.concatenate((self._rows, np.asarray(fresh, dtype=np.int64)))
+        return self._rows
+
+    def label_filter(self, columns: ColumnIndex, passing: Rows) -> Callable[[int], bool]:
+        """Whether a label's memory is among the column-index rows ``passing``, as a
+        C-level callable (a bool array's ``item``) for hnswlib's filter: a filtered
+        search asks it about hundreds to thousands of labels."""
+        rows = self._label_rows(columns)
+        passes = np.zeros(len(columns.ids), dtype=np.bool_)
+        passes[passing] = True
+        ok = np.zeros(len(rows), dtype=np.bool_)
+        known = rows >= 0
+        ok[known] = passes[rows[known]]
+        test: Callable[[int], bool] = ok.item
+        return test
+
+    def rows_of(self, labels: list[int], columns: ColumnIndex) -> list[int]:
+        """The column-index rows of the memories vector ``labels`` name."""
+        self._label_rows(columns)
         found: list[int] = list(map(self._rows.item, labels))
         if -1 in found:  # not mapped yet when first seen
             for i, row in enumerate(found):
@@ -355,16 +379,19 @@ def run_recall(
         if mode in ("vector", "hybrid"):
             state = cx._vector_state()
             state.sync(txn, columns)
-            permitted: set[bytes] | None = None
-            if dnf is not None:
-                permitted = {columns.ids[r] for r in allowed(columns.all_rows()).tolist()}
-            labels, sims = state.index.search_labels(
-                state.query(text),
-                depth,
-                allowed=None if permitted is None else permitted.__contains__,
-                # vector mode needs only its candidates: the first k and their ties
-                first=k if mode == "vector" else None,
-            )
+            # vector mode needs only its candidates: the first k and their ties
+            first = k if mode == "vector" else None
+            passing = None if dnf is None else allowed(columns.all_rows())
+            query = state.query(text)
+            if passing is None:
+                labels, sims = state.index.search_labels(query, depth, first=first)
+            elif len(passing) <= EXACT_FILTERED:
+                ids = [columns.ids[row] for row in passing.tolist()]
+                labels, sims = state.index.search_among(query, depth, ids, first=first)
+            else:
+                labels, sims = state.index.search_labels(
+                    query, depth, allowed_labels=state.label_filter(columns, passing), first=first
+                )
             if mode == "vector":
                 labels, sims = _candidates_of(labels, sims, k)
             rankings["vector"], found["vector"] = state.rows_of(labels, columns), sims
