@@ -132,15 +132,17 @@ def test_a_selective_filter_is_answered_by_exact_search(
             kind = cg.Preference if i % 40 == 0 else cg.Fact
             cx.write(kind(text=f"{WORDS[i % 15]} {WORDS[(i * 7) % 15]} note {i}"), at=T0)
         where = cg.Q.type(cg.Preference)
+        assert recall_module.exact_filter_limit(400) >= 10  # so: exact over the 10
         answers = {}
-        for limit in (recall_module.EXACT_FILTERED, 0):  # exact over 10 rows; graph
-            monkeypatch.setattr(recall_module, "EXACT_FILTERED", limit)
+        for limit in (None, 0):  # the default (exact over 10 rows); the graph search
+            if limit is not None:
+                monkeypatch.setattr(recall_module, "exact_filter_limit", lambda live: 0)
             answers[limit] = [
                 cx.recall(w, k=5, mode=mode, where=where, now=T0).uris
                 for w in WORDS
                 for mode in ("vector", "hybrid")
             ]
-        assert answers[0] == answers[recall_module.EXACT_FILTERED]
+        assert answers[0] == answers[None]
         preferences = {u.id for u in cx.find(where, limit=100, now=T0).uris}
         assert len(preferences) == 10
         assert all({u.id for u in uris} <= preferences for uris in answers[0])
