@@ -699,3 +699,19 @@ def test_a_filter_on_labels_equals_the_filter_on_ids(tmp_path: Path) -> None:
     with pytest.raises(ValidationError):
         index.search_labels(unit_vectors(1)[0], 5, allowed=few.__contains__,
                             allowed_labels=few_labels.__getitem__)
+
+
+def test_search_among_gives_the_same_answer_once_exact_search_built_its_matrix(
+    tmp_path: Path,
+) -> None:
+    """search_among reads hnswlib's vectors until exact_search has built its copy, then
+    that copy; the answers are identical either way, upserts after the build included."""
+    index = build(tmp_path, 200)
+    queries = unit_vectors(8, seed=11)
+    chosen = [mid(i) for i in range(0, 260, 3)]
+    index.exact_search(queries[0], 5)  # builds the matrix
+    for i, vec in enumerate(unit_vectors(60, seed=12)):
+        index.upsert(mid(200 + i), vec)  # new rows, copied into the matrix
+    with_matrix = [index.search_among(q, 10, chosen) for q in queries]
+    index._matrix = None  # as a process that never ran exact_search
+    assert [index.search_among(q, 10, chosen) for q in queries] == with_matrix
