@@ -38,7 +38,7 @@ from .core.graph import EdgeState, relation_name
 from .core.journal import head_ids
 from .core.keys import seq_key
 from .core.query import Predicate, check_predicate, to_dnf
-from .core.state import HeadState, Record, VersionState
+from .core.state import HeadState, Record, VersionState, slot_setters
 from .core.text import term_counts
 from .core.uri import MemoryURI
 from .errors import CorruptionError, CortexError, ValidationError
@@ -106,9 +106,8 @@ class RecallHit:
     attached: tuple[Record, ...] = ()
 
 
-_HIT_SLOTS = tuple(RecallHit.__dict__[field.name].__set__ for field in attrs.fields(RecallHit))
 (_SET_URI, _SET_RECORD, _SET_SCORE, _SET_RANKS, _SET_SCORES, _SET_SALIENCE, _SET_VIA,
- _SET_ATTACHED) = _HIT_SLOTS  # fmt: skip
+ _SET_ATTACHED) = slot_setters(RecallHit)  # fmt: skip
 
 
 def _hit(
@@ -214,8 +213,8 @@ class VectorState:
 
     def rows_of(self, labels: list[int], columns: ColumnIndex) -> list[int]:
         """The column-index rows of the memories vector ``labels`` name."""
-        self._label_rows(columns)
-        found: list[int] = list(map(self._rows.item, labels))
+        rows = self._label_rows(columns)
+        found: list[int] = list(map(rows.item, labels))
         if -1 in found:  # not mapped yet when first seen
             for i, row in enumerate(found):
                 if row < 0:
@@ -226,7 +225,7 @@ class VectorState:
                             f"the vector index holds memory {memory_id.hex()}, which the "
                             "store lacks"
                         )
-                    self._rows[labels[i]] = found[i] = mapped
+                    rows[labels[i]] = found[i] = mapped
         return found
 
     def sync(self, txn: ReadTxn, columns: ColumnIndex) -> None:

@@ -144,7 +144,7 @@ class VersionState:
         return memory_from_stored(self.body, "a version record")
 
 
-def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
+def slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
     """The ``__set__`` of each attrs field's slot of ``cls``, in field order."""
     setters = []
     for field in attrs.fields(cls):
@@ -156,8 +156,8 @@ def _slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
 
 
 _new = object.__new__
-_HEAD_SLOTS = _slot_setters(HeadState)
-_VERSION_SLOTS = _slot_setters(VersionState)
+_HEAD_SLOTS = slot_setters(HeadState)
+_VERSION_SLOTS = slot_setters(VersionState)
 _HEAD_FIELDS = ("ns", "type_name", "head", "latest", "status", "created_at", "updated_at")
 if tuple(f.name for f in attrs.fields(HeadState)) != (*_HEAD_FIELDS, "reason") or tuple(
     f.name for f in attrs.fields(VersionState)
@@ -263,7 +263,7 @@ class Record:
         return self.version == self.head
 
 
-_RECORD_SLOTS = _slot_setters(Record)
+_RECORD_SLOTS = slot_setters(Record)
 if tuple(f.name for f in attrs.fields(Record)) != (
     "uri", "memory", "version", "seq", "at", "head", "latest", "status", "created_at"
 ):  # pragma: no cover - keep Record.of in step with the fields

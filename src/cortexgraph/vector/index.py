@@ -220,6 +220,19 @@ def _runs(ties: list[int]) -> list[tuple[int, int]]:
     return runs
 
 
+def _tie_end(sims: Sequence[float], first: int, k: int) -> int:
+    """How many of ``sims`` (best first) to keep: the first ``first``, then those tied
+    with the ``first``-th, up to ``k``.
+
+    >>> _tie_end([0.9, 0.8, 0.8, 0.8, 0.7], 2, 4), _tie_end([0.9], 3, 5)
+    (4, 1)
+    """
+    end = min(first, len(sims))
+    while first <= end < min(k, len(sims)) and sims[end] == sims[first - 1]:
+        end += 1
+    return end
+
+
 def _pick(items: Sequence[_T], indexes: Sequence[int]) -> list[_T]:
     """``[items[i] for i in indexes]``, without a Python-level loop."""
     if len(indexes) <= 1:
@@ -611,9 +624,7 @@ class VectorIndex:
             found = self._knn(q, k, test)
         if found is None:
             exact = self.exact_search(q, k, allowed)
-            end = min(first, len(exact))
-            while first <= end < len(exact) and exact[end][1] == exact[first - 1][1]:
-                end += 1
+            end = _tie_end([sim for _, sim in exact], first, k)
             return [self._labels[mid] for mid, _ in exact[:end]], [s for _, s in exact[:end]]
         label_array, distances = found[0], found[1].tolist()  # float32 to float: exact
         if any(map(operator.gt, distances, itertools.islice(distances, 1, None))):
@@ -621,9 +632,7 @@ class VectorIndex:
             every, sims = label_array.tolist(), [1.0 - d for d in distances]
             order = sorted(range(len(every)), key=lambda i: (-sims[i], ids[every[i]]))
             labels, sims = [every[i] for i in order], [sims[i] for i in order]
-            end = min(first, len(labels))
-            while first <= end < min(k, len(labels)) and sims[end] == sims[first - 1]:
-                end += 1
+            end = _tie_end(sims, first, k)
             return labels[:end], sims[:end]
         # hnswlib's order (distance ascending) is similarity descending; equal similarities
         # come out in no particular order, so each run of them is put in id order. Only the
@@ -699,10 +708,9 @@ class VectorIndex:
         sims = (vectors @ q).tolist()
         ids_of = self._ids
         order = sorted(range(len(labels)), key=lambda i: (-sims[i], ids_of[labels[i]]))
-        end = min(first, len(order))
-        while first <= end < min(k, len(order)) and sims[order[end]] == sims[order[first - 1]]:
-            end += 1
-        return [labels[i] for i in order[:end]], [sims[i] for i in order[:end]]
+        ranked = [sims[i] for i in order]
+        end = _tie_end(ranked, first, k)
+        return [labels[i] for i in order[:end]], ranked[:end]
 
     def exact_search(
         self,
