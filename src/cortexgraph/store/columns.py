@@ -21,10 +21,12 @@ returns; what ``find`` returns is then read from LMDB.
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import math
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +35,7 @@ from ..core.codec import decode_unchecked
 from ..core.journal import head_ids
 from ..core.keys import seq_key
 from ..core.postings import FORWARD, posting_prefix, read_forward, read_stats
-from ..core.query import DNF, Atom, Plan, Predicate, plan
+from ..core.query import DNF, Atom, Conjunct, ConjunctPlan, Plan, Predicate, plan
 from ..core.salience import (
     HALF_LIFE_DAYS,
     HUB_ACCESS_COUNT,
@@ -85,6 +87,18 @@ _PRIORITY_PPM = np.asarray([round_ppm(p / 10) for p in range(11)], dtype=np.int6
 _CATCH_UP_LIMIT = 20_000
 #: the most query plans kept per seq
 _PLAN_CACHE = 1_024
+#: a salience walk (``walk_salience``) first reads this many rows of the bound order,
+#: then twice as many each round
+_WALK_FIRST = 512
+#: ``walk_budget`` proposes a walk only when the posting lists a select would start from
+#: hold at least this many rows together (below that, select and sort costs less)
+_WALK_MIN = 2_048
+#: a tag on at least one row in this many gets a bool per row (``_tagged``) ...
+_BITMAP_SHARE = 256
+#: ... and the most recently made of those are kept, at most this many
+_BITMAPS = 64
+#: the bound order is sorted anew once more rows than this (or a 16th of all) changed
+_WALK_CHANGED = 1_024
 
 _COLUMNS: dict[str, Any] = {
     "type": np.uint8,
@@ -128,6 +142,29 @@ class _Terms:
             self.pending = []
 
 
+class _BoundOrder(NamedTuple):
+    """Each type's rows by an upper bound of their salience score, for
+    :meth:`ColumnIndex.walk_salience`.
+
+    The bound, ``(static + recency weight x 1,000,000) // 1,000,000`` (recency at its
+    most, 1), does not depend on ``now``. Rows whose static terms moved since the order
+    was sorted are *changed*: their place in ``rows`` is out of date, so a walk skips them
+    there and scores them all up front instead.
+    """
+
+    #: every row that existed when the order was sorted, by type code, then by bound
+    #: descending
+    rows: Rows
+    #: those rows' bounds, in the same order
+    bounds: Rows
+    #: where each type code's rows start in ``rows`` (one more entry: the end)
+    starts: Rows
+    #: per row: whether it changed since the sort (rows added since included)
+    changed: npt.NDArray[np.bool_]
+    #: the rows marked in ``changed``, ascending
+    changed_rows: Rows
+
+
 #: the columns copied from the attributes rows (the rest: access, in-degree, id key, ...)
 _ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "updated", "ns")
 
@@ -154,7 +191,11 @@ class ColumnIndex:
         self.ns_names: list[str] = []
         self.postings: dict[tuple[str, Any], set[int]] = {}
         self._arrays: dict[tuple[str, Any], Rows] = {}
+        #: per long posting list, a bool per row (see ``_bitmap``), dropped with the array
+        self._bitmaps: dict[tuple[str, Any], npt.NDArray[np.bool_]] = {}
         self._plans: dict[Predicate, tuple[int, Plan, str]] = {}
+        #: per plan (by id; the plan is kept to check it), its walk shape and match count
+        self._facts: dict[int, _PlanFacts] = {}
         self.max_access = 0
         self.max_indeg = 0
         self.weights: tuple[int, ...] = ()
@@ -164,6 +205,9 @@ class ColumnIndex:
         self._static: (
             tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]] | None
         ) = None
+        #: every row by an upper bound of its score (see ``_BoundOrder``); None: not
+        #: sorted since ``_static`` was last computed afresh
+        self._order: _BoundOrder | None = None
         self._built_at = 0  # the seq of the last build (gen 0 means "at or before it")
         self._sorted_rows = 0  # rows below this are in id order (see ``_build``)
 
@@ -188,9 +232,11 @@ class ColumnIndex:
             self.weights = read_weights(txn)
             if scale != (self.max_access, self.max_indeg, self.weights):
                 self._static = None  # every row's static part moved: recomputed on demand
+                self._order = None
             elif self._static is not None and touched:
                 self._update_static(np.asarray(touched, dtype=np.int64))
             self._plans = {}
+            self._facts = {}
             self.seq = last
         return last
 
@@ -353,6 +399,7 @@ class ColumnIndex:
     def _post(self, key: tuple[str, Any], row: int) -> None:
         self.postings.setdefault(key, set()).add(row)
         self._arrays.pop(key, None)
+        self._bitmaps.pop(key, None)
 
     def _unpost(self, row: int) -> None:
         cols = self.cols
@@ -364,6 +411,7 @@ class ColumnIndex:
         for key in keys:
             self.postings[key].discard(row)
             self._arrays.pop(key, None)
+            self._bitmaps.pop(key, None)
 
     # -- per-row memos ----------------------------------------------------------------------
 
@@ -423,12 +471,34 @@ class ColumnIndex:
             self._arrays[key] = array
         return array
 
+    def _tagged(self, atom: Atom, rows: Rows) -> npt.NDArray[np.bool_]:
+        """Per row of ``rows``: whether its memory carries the tag of ``atom``.
+
+        A tag on at least one row in :data:`_BITMAP_SHARE` is answered from a bool per
+        row (one gather; the :data:`_BITMAPS` most recently made are kept), a rarer one
+        by binary search in its posting list.
+        """
+        key = (atom.kind, atom.value)
+        posting = self._posting(atom)
+        if len(posting) * _BITMAP_SHARE < len(self.ids):
+            return _member(rows, posting)
+        capacity = len(self.cols["type"])
+        bitmap = self._bitmaps.get(key)
+        if bitmap is None or len(bitmap) != capacity:
+            bitmap = np.zeros(capacity, dtype=np.bool_)
+            bitmap[posting] = True
+            if len(self._bitmaps) >= _BITMAPS:
+                self._bitmaps.pop(next(iter(self._bitmaps)), None)
+            self._bitmaps[key] = bitmap
+        found: npt.NDArray[np.bool_] = bitmap.take(rows)
+        return found
+
     def _mask(self, atom: Atom, rows: Rows) -> npt.NDArray[np.bool_]:
         kind, value, cols = atom.kind, atom.value, self.cols
         if kind == "type":
             return np.asarray(cols["type"][rows] == _TYPE_CODE[value])
         if kind == "tag":
-            return np.isin(rows, self._posting(atom), assume_unique=True)
+            return self._tagged(atom, rows)
         if kind == "status":
             return np.asarray(cols["status"][rows] == _STATUS_CODE[value])
         if kind == "ns":
@@ -466,6 +536,160 @@ class ColumnIndex:
         if len(found) == 1:
             return found[0]
         return np.unique(np.concatenate(found))
+
+    def count(self, plan: Plan) -> int:
+        """``len(self.select(plan))``, without making the rows (one mask per step); kept
+        with the plan until the columns move to another seq."""
+        facts = self._facts_of(plan)
+        if facts.matched < 0:
+            facts.matched = self._count(plan)
+        return facts.matched
+
+    def _count(self, plan: Plan) -> int:
+        if len(plan.steps) != 1:
+            return len(self.select(plan))
+        step = plan.steps[0]
+        rows = self._posting(step.driver)
+        literals = _literals(step)[1:]
+        if not len(rows) or not literals:
+            return len(rows)
+        return int(np.count_nonzero(self._conjunct_mask(rows, literals)))
+
+    def _facts_of(self, plan: Plan) -> _PlanFacts:
+        """What the index keeps of ``plan`` at its current seq (made on first use)."""
+        facts = self._facts.get(id(plan))
+        if facts is None or facts.plan is not plan or facts.seq != self.seq:
+            facts = _PlanFacts(plan, self.seq, self._walk_shape(plan))
+            if len(self._facts) < _PLAN_CACHE:
+                self._facts[id(plan)] = facts
+        return facts
+
+    def _conjunct_mask(
+        self, rows: Rows, literals: Iterable[tuple[Atom, bool]]
+    ) -> npt.NDArray[np.bool_]:
+        """Per row of ``rows``: whether every literal ``(atom, positive)`` holds."""
+        mask: npt.NDArray[np.bool_] | None = None
+        for atom, positive in literals:
+            hit = self._mask(atom, rows)
+            if not positive:
+                hit = ~hit
+            if mask is None:
+                mask = hit
+            else:
+                mask &= hit
+        return np.ones(len(rows), dtype=np.bool_) if mask is None else mask
+
+    def _passing(self, rows: Rows, conjuncts: Iterable[Conjunct]) -> npt.NDArray[np.bool_]:
+        """Per row of ``rows``: whether some conjunct holds for it."""
+        keep: npt.NDArray[np.bool_] | None = None
+        for literals in conjuncts:
+            mask = self._conjunct_mask(rows, literals)
+            keep = mask if keep is None else keep | mask
+        return np.zeros(len(rows), dtype=np.bool_) if keep is None else keep
+
+    # -- the salience walk -------------------------------------------------------------------
+
+    def walk_budget(self, plan: Plan, first: int) -> int | None:
+        """How many rows :meth:`walk_salience` may read for ``plan`` before it gives up
+        and selects, or None when selecting is the better way (or a walk cannot run).
+
+        A walk reads one type's rows best bound first, so every alternative of the
+        predicate must name the same type (``Q.type(Fact) & Q.tag("deploy")``, say).
+        Selecting reads the rows of each alternative's driving posting list, then scores
+        every match. A walk pays off when those lists are long and the matches not rare:
+        it expects to read ``first x the type's rows / matches`` rows before it has
+        ``first`` matches, where matches are estimated from the planned list sizes as if
+        the atoms were independent. It walks when that is at most half its budget, twice
+        the rows a select would read; a walk that runs past its budget falls back to
+        selecting, so a bad estimate costs at most about three times a select.
+        """
+        shape = self._facts_of(plan).shape
+        if shape is None:
+            return None
+        budget = 2 * shape.driven
+        if first * shape.segment > shape.expected * budget / 2:
+            return None
+        return budget
+
+    def _walk_shape(self, plan: Plan) -> _WalkShape | None:
+        """What :meth:`walk_budget` weighs for ``plan``; None if it cannot be walked or
+        selecting it reads too few rows to be worth a walk."""
+        total = len(self.ids)
+        driven = sum(step.sizes[0] for step in plan.steps)
+        kind = _walk_type(plan)
+        if driven < _WALK_MIN or not total or kind is None:
+            return None
+        expected = sum(
+            math.prod(size / total for size in step.sizes[1:]) * step.sizes[0]
+            for step in plan.steps
+        )
+        conjuncts = tuple(_literals(step) for step in plan.steps)
+        # rows of the walked type need not be tested for it again
+        rest = tuple(tuple(lit for lit in step if lit != (kind, True)) for step in conjuncts)
+        return _WalkShape(kind, self.size(kind), driven, expected, conjuncts, rest)
+
+    def walk_salience(
+        self, plan: Plan, now: int, *, budget: int, first: int, scores: dict[int, int]
+    ) -> Iterator[int]:
+        """The rows ``plan`` matches in exact salience order (ties by memory id), lazily:
+        the same rows in the same order as ``ordered(select(plan), "salience", now)``.
+        Only for a plan :meth:`walk_budget` gave a budget for.
+
+        Rather than score every match, it reads the rows of the plan's type best bound
+        first (see :class:`_BoundOrder`), in rounds of :data:`_WALK_FIRST` rows then twice
+        as many, keeps the matches it has scored in a heap, and yields the best of them
+        once its score beats the bound of every row not read yet (so at a tie it reads
+        on). Changed rows, out of place in the order, are scored before the first round.
+        After ``budget`` rows it stops and falls back to selecting and sorting, skipping
+        the rows it has already yielded. The score of every row yielded is left in
+        ``scores``.
+        """
+        shape = self._facts_of(plan).shape
+        assert shape is not None, "walk_salience needs a plan walk_budget accepts"
+        order = self._bound_order()
+        ids = self.ids
+        # (-value, 0 for a bound / 1 for an exact score, id, row): a row is scored only
+        # when its bound reaches the top, and at equal values bounds come first, so an
+        # exact score is yielded only when nothing left can still tie it with a smaller id
+        heap: list[tuple[int, int, bytes, int]] = []
+        push = heapq.heappush
+        changed = order.changed_rows
+        if len(changed):
+            found = changed.compress(self._passing(changed, shape.conjuncts)).tolist()
+            for row, score in zip(found, self.scores_of(found, now), strict=True):
+                push(heap, (-score, 1, ids[row], row))
+        code = _TYPE_CODE[shape.kind.value]
+        start, end = int(order.starts[code]), int(order.starts[code + 1])
+        size, read, yielded = _WALK_FIRST, 0, 0
+        while True:
+            bound = int(order.bounds[start]) if start < end else -1
+            while heap and -heap[0][0] > bound:
+                negative, exact, memory_id, row = heap[0]
+                if not exact:
+                    heapq.heapreplace(heap, (-self._score_one(row, now), 1, memory_id, row))
+                    continue
+                heapq.heappop(heap)
+                scores[row] = -negative
+                yielded += 1
+                yield row
+            if start >= end:
+                return
+            if read >= budget:
+                rows = self.select(plan)
+                rest = self._by_column(rows, self.exact_scores(rows, now), yielded + first, scores)
+                yield from itertools.islice(rest, yielded, None)
+                return
+            stop = min(start + size, end)
+            chunk, bounds = order.rows[start:stop], order.bounds[start:stop]
+            read += stop - start
+            start = stop
+            size *= 2
+            keep = self._passing(chunk, shape.rest)
+            if len(changed):
+                keep &= ~order.changed.take(chunk)
+            for row, upper in zip(chunk.compress(keep).tolist(), bounds.compress(keep).tolist(),
+                                  strict=True):
+                push(heap, (-upper, 0, ids[row], row))
 
     # -- keywords ----------------------------------------------------------------------------
 
@@ -708,10 +932,38 @@ class ColumnIndex:
         static = self._static
         if static is None:
             with self._lock:
-                static = self._static
-                if static is None:
-                    static = self._static = self._static_parts(self.all_rows())
+                static = self._static_locked()
         return static
+
+    def _static_locked(
+        self,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """:meth:`_static_all`, with the lock held."""
+        static = self._static
+        if static is None:
+            static = self._static = self._static_parts(self.all_rows())
+        return static
+
+    def _bound_order(self) -> _BoundOrder:
+        """The rows by an upper bound of their score (see :class:`_BoundOrder`), sorted
+        when first needed after the static terms were computed afresh."""
+        order = self._order
+        if order is None:
+            with self._lock:
+                order = self._order
+                if order is None:
+                    static = self._static_locked()[0]
+                    upper = static + self.weights[4] * 1_000_000
+                    upper //= 1_000_000
+                    types = self.cols["type"][: len(upper)]
+                    rows = np.lexsort((-upper, types))
+                    codes = np.arange(len(_HALF_LIFE) + 1)
+                    starts = types.take(rows).searchsorted(codes).astype(np.int64)
+                    none = np.zeros(0, dtype=np.int64)
+                    changed = np.zeros(len(upper), dtype=np.bool_)
+                    order = _BoundOrder(rows, upper.take(rows), starts, changed, none)
+                    self._order = order
+        return order
 
     def _update_static(self, rows: Rows) -> None:
         """Recompute the static parts of ``rows`` (new rows included); under the lock."""
@@ -727,6 +979,16 @@ class ColumnIndex:
             static, life, rate = static.copy(), life.copy(), rate.copy()
         static[rows], life[rows], rate[rows] = self._static_parts(rows)
         self._static = (static, life, rate)
+        order = self._order
+        if order is not None:
+            changed_rows = np.union1d(order.changed_rows, rows)
+            if len(changed_rows) > max(_WALK_CHANGED, len(order.rows) // 16):
+                self._order = None  # sorted anew when a walk next needs it
+            else:
+                changed = np.zeros(size, dtype=np.bool_)
+                changed[: len(order.changed)] = order.changed
+                changed[rows] = True
+                self._order = order._replace(changed=changed, changed_rows=changed_rows)
 
     def salience_bounds(self, rows: Rows) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Bounds ``(lower, upper)`` of each row's salience score at any ``now``: exact
@@ -756,6 +1018,15 @@ class ColumnIndex:
             return self._scores_one_by_one(rows, now)
         scores: list[int] = self._scores_vectorised(np.asarray(rows, dtype=np.int64), now).tolist()
         return scores
+
+    def _score_one(self, row: int, now: int) -> int:
+        """:meth:`_scores_one_by_one` of one row."""
+        static_all, life_all, _ = self._static_all()
+        life = life_all.item(row)
+        age = now - self.cols["at"].item(row)
+        recency = _ppm_one(0.5 ** (age / int(life))) if life and age > 0 else 1_000_000
+        score: int = (static_all.item(row) + self.weights[4] * recency) // 1_000_000
+        return score
 
     def _scores_one_by_one(self, rows: list[int], now: int) -> list[int]:
         """The scores of ``rows`` in plain Python: the kept static terms plus the weighted
@@ -848,6 +1119,68 @@ def _ppm(
     for i in close.tolist():
         rounded[i] = round_ppm(float(values[i])) if exactly is None else exactly(i)
     return rounded
+
+
+class _PlanFacts:
+    """What a column index keeps of a plan until its columns move to another seq."""
+
+    __slots__ = ("matched", "plan", "seq", "shape")
+
+    def __init__(self, plan: Plan, seq: int, shape: _WalkShape | None) -> None:
+        self.plan, self.seq, self.shape = plan, seq, shape
+        self.matched = -1  # not counted yet
+
+
+class _WalkShape(NamedTuple):
+    """What :meth:`ColumnIndex.walk_budget` weighs for a plan (kept in its facts)."""
+
+    #: the type atom every step requires
+    kind: Atom
+    #: how many rows have that type (the walk reads at most these)
+    segment: int
+    #: the rows a select reads first (the steps' driving posting lists together)
+    driven: int
+    #: the matches expected, as if the atoms were independent
+    expected: float
+    #: each step's literals (see :func:`_literals`)
+    conjuncts: tuple[Conjunct, ...]
+    #: the same without the type atom: what a row of that type must still pass
+    rest: tuple[Conjunct, ...]
+
+
+def _literals(step: ConjunctPlan) -> Conjunct:
+    """Every literal a row must pass for ``step``: its lists, then its residual."""
+    return (
+        (step.driver, True),
+        *((atom, True) for atom in step.intersect),
+        *((atom, False) for atom in step.subtract),
+        *step.residual,
+    )
+
+
+def _walk_type(plan: Plan) -> Atom | None:
+    """The type atom every step of ``plan`` requires, if they all require the same one."""
+    found: Atom | None = None
+    for step in plan.steps:
+        kinds = [atom for atom in (step.driver, *step.intersect) if atom.kind == "type"]
+        if not kinds or (found is not None and kinds[0] != found):
+            return None
+        found = kinds[0]
+    return found
+
+
+def _member(rows: Rows, posting: Rows) -> npt.NDArray[np.bool_]:
+    """Per row of ``rows``: whether it is in ``posting`` (sorted, each row once), by
+    binary search (``np.isin`` sorts both arrays together, which costs more when
+    ``rows`` is the shorter).
+
+    >>> _member(np.array([5, 1, 9, 3]), np.array([1, 3, 4])).tolist()
+    [False, True, False, True]
+    """
+    if not len(posting):
+        return np.zeros(len(rows), dtype=np.bool_)
+    found: npt.NDArray[np.bool_] = posting.take(posting.searchsorted(rows), mode="clip") == rows
+    return found
 
 
 def _type_name(code: int) -> str:
