@@ -560,15 +560,16 @@ def measure_attest(cx: cg.Cortex, work: Workload) -> tuple[list[float], list[flo
 #: phases of ``find``: (label, [(file suffix, function, only under calls from)]), summing
 #: cumulative times; what none of them covers is reported as the rest
 PHASES: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
-    ("checks and planning (plan cached per seq)", (
+    ("checks, plan and count (kept per plan and seq)", (
         ("core/query.py", "check_predicate", None), ("core/query.py", "check_bounded", None),
-        ("core/query.py", "check_order", None), ("columns.py", "plan", None))),
+        ("core/query.py", "check_order", None), ("columns.py", "plan", None),
+        ("columns.py", "walk_budget", None), ("columns.py", "count", None))),
     ("refresh (catch-up check)", (("columns.py", "refresh", None),)),
-    ("selection (postings, masks)", (("columns.py", "select", None),)),
-    ("ordering (exact scores, then sort)", (("columns.py", "ordered", None),)),
+    ("selection, when not walking (postings, masks)", (("columns.py", "select", "run_find"),)),
+    ("ordering (salience walk, or scores then sort)", (
+        ("columns.py", "walk_salience", None), ("columns.py", "ordered", None))),
     ("record reads (memo, else heads, version, decode)", (("cortex.py", "_row_memo", None),)),
-    ("rendering and token estimate (memo)", (
-        ("cortex.py", "rendered", "run_find"), ("cortex.py", "estimated", "run_find"))),
+    ("rendering and token estimate (memo)", (("cortex.py", "shown", "run_find"),)),
 )  # fmt: skip
 
 

@@ -99,28 +99,39 @@ def apply(cx: cg.Cortex, uris: list[cg.MemoryURI], op: Any, at: int) -> None:
 
 
 def check_walks(cx: cg.Cortex, now: int, budgets: list[int], first: int) -> None:
-    """Every walkable predicate, walked with each budget, gives the sorted selection."""
+    """Every walkable predicate, walked with each budget, gives the sorted selection:
+    at ``now`` (the first walk sorts the bound order for it, unless it is sorted), at
+    later instants (the bounds still hold) and at an earlier one (the walk selects)."""
     index = cx._column_index()
     with cx._env.read() as txn:
         index.refresh(txn)
-        for where in WALKABLE:
-            plan, _ = index.plan(where)
-            rows = index.select(plan)
-            assert index.count(plan) == len(rows)
-            expected = list(index.ordered(rows, "salience", now))
-            assert index._walk_shape(plan) is not None
-            for budget in budgets:
-                scores: dict[int, int] = {}
-                walk = index.walk_salience(plan, now, budget=budget, first=first, scores=scores)
-                head = list(itertools.islice(walk, first))  # a caller that stops early
-                assert head == expected[:first]
-                walk = index.walk_salience(plan, now, budget=budget, first=first, scores=scores)
-                walked = list(walk)
-                assert walked == expected
-                assert scores == {row: index.exact_score(row, now) for row in walked}
+        for instant in (now, now + 3 * DAY, now + 400 * DAY, now - 20 * DAY):
+            for where in WALKABLE:
+                plan, _ = index.plan(where)
+                rows = index.select(plan)
+                assert index.count(plan) == len(rows)
+                expected = list(index.ordered(rows, "salience", instant))
+                assert index._walk_shape(plan) is not None
+                for budget in budgets:
+                    scores: dict[int, int] = {}
+                    walk = index.walk_salience(
+                        plan, instant, budget=budget, first=first, scores=scores
+                    )
+                    head = list(itertools.islice(walk, first))  # a caller that stops early
+                    assert head == expected[:first]
+                    walk = index.walk_salience(
+                        plan, instant, budget=budget, first=first, scores=scores
+                    )
+                    walked = list(walk)
+                    assert walked == expected
+                    assert scores == {row: index.exact_score(row, instant) for row in walked}
+            order = index._order
+            assert order is not None
+            if instant < order.since:
+                assert index.walk_budget(index.plan(WALKABLE[0])[0], first, instant) is None
         for where in NOT_WALKABLE:
             plan, _ = index.plan(where)
-            assert index.walk_budget(plan, first) is None
+            assert index.walk_budget(plan, first, now) is None
 
 
 @settings(max_examples=40, deadline=None)
@@ -177,7 +188,7 @@ def test_a_changed_row_waits_for_unread_rows_that_tie_with_a_smaller_id(tmp_path
             index = cx._column_index()
             with cx._env.read() as txn:
                 index.refresh(txn)
-                order = index._bound_order()
+                order = index._bound_order(now)
                 assert order.changed_rows.tolist() == [index.row_of[last.id]]
                 plan, _ = index.plan(plan_of)
                 walk = index.walk_salience(plan, now, budget=10**9, first=12, scores={})
@@ -226,7 +237,7 @@ def test_find_with_walks_equals_brute_force(
         patch.setattr(columns, "_WALK_MIN", 0)
         patch.setattr(columns, "_WALK_FIRST", 4)
         if forced:
-            def always(self: ColumnIndex, plan: Any, first: int) -> int | None:
+            def always(self: ColumnIndex, plan: Any, first: int, now: int) -> int | None:
                 return None if self._walk_shape(plan) is None else 30
 
             patch.setattr(ColumnIndex, "walk_budget", always)
@@ -248,8 +259,9 @@ def test_a_long_posting_list_is_walked_on_a_real_store(tmp_path: Path) -> None:
             index.refresh(txn)
             common, _ = index.plan(Q.type(cg.Fact) & Q.tag("a"))
             rare, _ = index.plan(Q.type(cg.Fact) & Q.tag("rare"))
-            assert index.walk_budget(rare, 10) is None
-            budget = index.walk_budget(common, 10)
+            now = T0 + 70 * DAY
+            assert index.walk_budget(rare, 10, now) is None
+            budget = index.walk_budget(common, 10, now)
             assert budget is not None
             calls = []
             passing = index._passing

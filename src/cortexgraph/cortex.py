@@ -989,29 +989,22 @@ def _read_record(
 
 class _Memo:
     """What a handle keeps of a column-index row while its memory is unchanged (the index's
-    per-row memos): the head version's record, the forms rendered from it and their token
-    counts by the default estimator."""
+    per-row memos): the head version's record, and the forms rendered from it with their
+    token counts by the default estimator."""
 
-    __slots__ = ("forms", "record", "tokens")
+    __slots__ = ("forms", "record")
 
     def __init__(self, record: Record) -> None:
         self.record = record
-        self.forms: dict[str, str] = {}
-        self.tokens: dict[str, int] = {}
+        self.forms: dict[str, tuple[str, int]] = {}
 
-    def rendered(self, form: str) -> str:
-        """``render(record, form)``."""
-        text = self.forms.get(form)
-        if text is None:
-            text = self.forms[form] = render(self.record, form)
-        return text
-
-    def estimated(self, form: str) -> int:
-        """``estimate_tokens`` of :meth:`rendered` ``(form)``."""
-        tokens = self.tokens.get(form)
-        if tokens is None:
-            tokens = self.tokens[form] = estimate_tokens(self.rendered(form))
-        return tokens
+    def shown(self, form: str) -> tuple[str, int]:
+        """``render(record, form)`` and its ``estimate_tokens``."""
+        shown = self.forms.get(form)
+        if shown is None:
+            text = render(self.record, form)
+            shown = self.forms[form] = (text, estimate_tokens(text))
+        return shown
 
 
 def _row_memo(txn: ReadTxn, actor: str, index: ColumnIndex, row: int, seq: int) -> _Memo:

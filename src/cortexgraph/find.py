@@ -139,7 +139,7 @@ def run_find(
         # The walk reads at most ``limit`` rows (it stops as soon as it has them), so the
         # first round of ordering need not rank more than that.
         first = 16 if limit is None else min(limit, 16)
-        budget = index.walk_budget(query_plan, first) if order_by == "salience" else None
+        budget = index.walk_budget(query_plan, first, now) if order_by == "salience" else None
         if budget is None:
             rows = index.select(query_plan)
             matched = len(rows)
@@ -152,8 +152,9 @@ def run_find(
         for row in walk:
             memo = row_memo(txn, cx.actor, index, row, seq)
             record = memo.record
-            text = memo.rendered(form)
-            tokens = memo.estimated(form) if default_count else count(text)
+            text, tokens = memo.shown(form)
+            if not default_count:
+                tokens = count(text)
             if type(tokens) is not int or tokens < 0:
                 raise ValidationError(
                     f"the token estimator returned {tokens!r} for a hit", field="estimator"

@@ -146,10 +146,13 @@ class _BoundOrder(NamedTuple):
     """Each type's rows by an upper bound of their salience score, for
     :meth:`ColumnIndex.walk_salience`.
 
-    The bound, ``(static + recency weight x 1,000,000) // 1,000,000`` (recency at its
-    most, 1), does not depend on ``now``. Rows whose static terms moved since the order
-    was sorted are *changed*: their place in ``rows`` is out of date, so a walk skips them
-    there and scores them all up front instead.
+    A row's bound is its exact score at the instant ``since`` plus 1 (recency only
+    decays, so no later score is higher), and at most ``(static + recency weight x
+    1,000,000) // 1,000,000`` (recency at its most, 1; exact for memories that do not
+    decay). A walk at an instant before ``since`` cannot use the order and selects.
+    Rows whose static terms moved since the order was sorted are *changed*: their place
+    in ``rows`` is out of date, so a walk skips them there and scores them all up front
+    instead.
     """
 
     #: every row that existed when the order was sorted, by type code, then by bound
@@ -163,7 +166,23 @@ class _BoundOrder(NamedTuple):
     changed: npt.NDArray[np.bool_]
     #: the rows marked in ``changed``, ascending
     changed_rows: Rows
+    #: the bounds hold at this instant (ms) and every later one
+    since: int
+    #: columns and tags taken in the order of ``rows`` (see ``_mask_in_order``)
+    views: dict[Any, npt.NDArray[Any]]
 
+
+#: the column each atom kind but "tag" tests
+_ATOM_COLUMN = {
+    "type": "type",
+    "status": "status",
+    "ns": "ns",
+    "pinned": "pinned",
+    "since": "at",
+    "until": "at",
+    "min_confidence": "confidence",
+    "min_priority": "priority",
+}
 
 #: the columns copied from the attributes rows (the rest: access, in-degree, id key, ...)
 _ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "updated", "ns")
@@ -423,7 +442,7 @@ class ColumnIndex:
         if kept is None:
             return None
         gen, since, value = kept
-        return value if since <= seq and gen == self.cols["gen"][row] else None
+        return value if since <= seq and gen == self.cols["gen"].item(row) else None
 
     def remember(self, row: int, value: Any, seq: int) -> None:
         """Keep ``value``, derived from ``row``'s memory as a read transaction at journal
@@ -494,27 +513,53 @@ class ColumnIndex:
         return found
 
     def _mask(self, atom: Atom, rows: Rows) -> npt.NDArray[np.bool_]:
-        kind, value, cols = atom.kind, atom.value, self.cols
-        if kind == "type":
-            return np.asarray(cols["type"][rows] == _TYPE_CODE[value])
-        if kind == "tag":
+        """Per row of ``rows``: whether ``atom`` holds for it."""
+        if atom.kind == "tag":
             return self._tagged(atom, rows)
+        return self._test(atom, self.cols[_ATOM_COLUMN[atom.kind]][rows])
+
+    def _test(self, atom: Atom, values: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+        """Per value of the column ``atom`` is about: whether ``atom`` holds for it."""
+        kind, value = atom.kind, atom.value
+        if kind == "type":
+            return np.asarray(values == _TYPE_CODE[value])
         if kind == "status":
-            return np.asarray(cols["status"][rows] == _STATUS_CODE[value])
+            return np.asarray(values == _STATUS_CODE[value])
         if kind == "ns":
-            code = self.ns_code.get(value, -1)
-            return np.asarray(cols["ns"][rows] == code)
+            return np.asarray(values == self.ns_code.get(value, -1))
         if kind == "pinned":
-            return np.asarray(cols["pinned"][rows])
+            return np.asarray(values)
         if kind == "since":
-            return np.asarray(cols["at"][rows] >= value)
+            return np.asarray(values >= value)
         if kind == "until":
-            return np.asarray(cols["at"][rows] < value)
+            return np.asarray(values < value)
         if kind == "min_confidence":
-            return np.asarray(cols["confidence"][rows] >= value)
+            return np.asarray(values >= value)
         if kind == "min_priority":
-            return np.asarray(cols["priority"][rows] >= value)
+            return np.asarray(values >= value)
         raise AssertionError(f"unknown atom kind {kind!r}")  # pragma: no cover
+
+    def _mask_in_order(
+        self, order: _BoundOrder, atom: Atom, start: int, stop: int
+    ) -> npt.NDArray[np.bool_]:
+        """:meth:`_mask` of ``order.rows[start:stop]``, read from the order's views:
+        the atom's column (or tag) taken in the order's row order once, then sliced.
+        A view is only right for rows that did not change since it was taken, which
+        are the only ones a walk reads from the order."""
+        views = order.views
+        key: Any = ("tag", atom.value) if atom.kind == "tag" else _ATOM_COLUMN[atom.kind]
+        view = views.get(key)
+        if view is None:
+            if atom.kind == "tag":
+                view = self._tagged(atom, order.rows)
+                tags = [name for name in views if type(name) is tuple]
+                if len(tags) >= _BITMAPS:
+                    views.pop(tags[0], None)
+            else:
+                view = self.cols[key].take(order.rows)
+            views[key] = view
+        part = view[start:stop]
+        return part if atom.kind == "tag" else self._test(atom, part)
 
     def select(self, plan: Plan) -> Rows:
         """The rows the plan matches, sorted, each once."""
@@ -568,28 +613,31 @@ class ColumnIndex:
         self, rows: Rows, literals: Iterable[tuple[Atom, bool]]
     ) -> npt.NDArray[np.bool_]:
         """Per row of ``rows``: whether every literal ``(atom, positive)`` holds."""
-        mask: npt.NDArray[np.bool_] | None = None
-        for atom, positive in literals:
-            hit = self._mask(atom, rows)
-            if not positive:
-                hit = ~hit
-            if mask is None:
-                mask = hit
-            else:
-                mask &= hit
-        return np.ones(len(rows), dtype=np.bool_) if mask is None else mask
+        masks = ((self._mask(atom, rows), positive) for atom, positive in literals)
+        return _all_of(len(rows), masks)
 
     def _passing(self, rows: Rows, conjuncts: Iterable[Conjunct]) -> npt.NDArray[np.bool_]:
         """Per row of ``rows``: whether some conjunct holds for it."""
-        keep: npt.NDArray[np.bool_] | None = None
+        return _any_of(len(rows), (self._conjunct_mask(rows, literals) for literals in conjuncts))
+
+    def _passing_in_order(
+        self, order: _BoundOrder, start: int, stop: int, conjuncts: Iterable[Conjunct]
+    ) -> npt.NDArray[np.bool_]:
+        """:meth:`_passing` of ``order.rows[start:stop]``, from the order's views (see
+        :meth:`_mask_in_order`)."""
+        size = stop - start
+        found = []
         for literals in conjuncts:
-            mask = self._conjunct_mask(rows, literals)
-            keep = mask if keep is None else keep | mask
-        return np.zeros(len(rows), dtype=np.bool_) if keep is None else keep
+            masks = [
+                (self._mask_in_order(order, atom, start, stop), positive)
+                for atom, positive in literals
+            ]
+            found.append(_all_of(size, masks))
+        return _any_of(size, found)
 
     # -- the salience walk -------------------------------------------------------------------
 
-    def walk_budget(self, plan: Plan, first: int) -> int | None:
+    def walk_budget(self, plan: Plan, first: int, now: int) -> int | None:
         """How many rows :meth:`walk_salience` may read for ``plan`` before it gives up
         and selects, or None when selecting is the better way (or a walk cannot run).
 
@@ -601,10 +649,12 @@ class ColumnIndex:
         ``first`` matches, where matches are estimated from the planned list sizes as if
         the atoms were independent. It walks when that is at most half its budget, twice
         the rows a select would read; a walk that runs past its budget falls back to
-        selecting, so a bad estimate costs at most about three times a select.
+        selecting, so a bad estimate costs at most about three times a select. Nor does
+        it walk at an instant before the one the order's bounds hold from.
         """
         shape = self._facts_of(plan).shape
-        if shape is None:
+        order = self._order
+        if shape is None or (order is not None and now < order.since):
             return None
         budget = 2 * shape.driven
         if first * shape.segment > shape.expected * budget / 2:
@@ -646,11 +696,17 @@ class ColumnIndex:
         """
         shape = self._facts_of(plan).shape
         assert shape is not None, "walk_salience needs a plan walk_budget accepts"
-        order = self._bound_order()
+        order = self._bound_order(now)
+        if now < order.since:  # sorted meanwhile for a later instant (another thread)
+            yield from self._selected(plan, now, first, scores, 0)
+            return
         ids = self.ids
-        # (-value, 0 for a bound / 1 for an exact score, id, row): a row is scored only
-        # when its bound reaches the top, and at equal values bounds come first, so an
-        # exact score is yielded only when nothing left can still tie it with a smaller id
+        static_all, life_all, _ = self._static_all()
+        at_all, weight = self.cols["at"], self.weights[4]
+        # (-value, 0 for a bound / 1 for an exact score, id, row): a row is scored (as
+        # ``_scores_one_by_one`` does) only when its bound reaches the top, and at equal
+        # values bounds come first, so an exact score is yielded only when nothing left
+        # can still tie it with a smaller id
         heap: list[tuple[int, int, bytes, int]] = []
         push = heapq.heappush
         changed = order.changed_rows
@@ -666,7 +722,11 @@ class ColumnIndex:
             while heap and -heap[0][0] > bound:
                 negative, exact, memory_id, row = heap[0]
                 if not exact:
-                    heapq.heapreplace(heap, (-self._score_one(row, now), 1, memory_id, row))
+                    life = life_all.item(row)
+                    age = now - at_all.item(row)
+                    recency = _ppm_one(0.5 ** (age / int(life))) if life and age > 0 else 1_000_000
+                    score = (static_all.item(row) + weight * recency) // 1_000_000
+                    heapq.heapreplace(heap, (-score, 1, memory_id, row))
                     continue
                 heapq.heappop(heap)
                 scores[row] = -negative
@@ -675,21 +735,27 @@ class ColumnIndex:
             if start >= end:
                 return
             if read >= budget:
-                rows = self.select(plan)
-                rest = self._by_column(rows, self.exact_scores(rows, now), yielded + first, scores)
-                yield from itertools.islice(rest, yielded, None)
+                yield from self._selected(plan, now, first, scores, yielded)
                 return
             stop = min(start + size, end)
             chunk, bounds = order.rows[start:stop], order.bounds[start:stop]
+            keep = self._passing_in_order(order, start, stop, shape.rest)
+            if len(changed):
+                keep = keep & ~order.changed.take(chunk)
             read += stop - start
             start = stop
             size *= 2
-            keep = self._passing(chunk, shape.rest)
-            if len(changed):
-                keep &= ~order.changed.take(chunk)
             for row, upper in zip(chunk.compress(keep).tolist(), bounds.compress(keep).tolist(),
                                   strict=True):
                 push(heap, (-upper, 0, ids[row], row))
+
+    def _selected(
+        self, plan: Plan, now: int, first: int, scores: dict[int, int], skip: int
+    ) -> Iterator[int]:
+        """``ordered(select(plan), "salience", now)`` without its first ``skip`` rows."""
+        rows = self.select(plan)
+        rest = self._by_column(rows, self.exact_scores(rows, now), skip + first, scores)
+        return itertools.islice(rest, skip, None)
 
     # -- keywords ----------------------------------------------------------------------------
 
@@ -944,26 +1010,38 @@ class ColumnIndex:
             static = self._static = self._static_parts(self.all_rows())
         return static
 
-    def _bound_order(self) -> _BoundOrder:
+    def _bound_order(self, now: int) -> _BoundOrder:
         """The rows by an upper bound of their score (see :class:`_BoundOrder`), sorted
-        when first needed after the static terms were computed afresh."""
-        order = self._order
-        if order is None:
+        when first needed after the static terms were computed afresh, with bounds for
+        every instant from ``now`` on."""
+        while True:
+            order = self._order
+            if order is not None:
+                return order
+            static_parts = self._static_all()
+            static = static_parts[0]
+            count = len(static)
+            upper = static + self.weights[4] * 1_000_000
+            upper //= 1_000_000
+            # a score only falls as time passes (recency decays): the score at ``now``
+            # bounds every later one; the 1 added covers a last-place difference in
+            # ``0.5 ** x`` between two instants that could round a factor up by 1 ppm
+            later = self.exact_scores(np.arange(count, dtype=np.int64), now)
+            later += 1
+            np.minimum(upper, later, out=upper)
+            types = self.cols["type"][:count]
+            rows = np.lexsort((-upper, types))
+            starts = types.take(rows).searchsorted(np.arange(len(_HALF_LIFE) + 1))
+            none = np.zeros(0, dtype=np.int64)
+            changed = np.zeros(count, dtype=np.bool_)
+            made = _BoundOrder(
+                rows, upper.take(rows), starts.astype(np.int64), changed, none, now, {}
+            )
             with self._lock:
-                order = self._order
-                if order is None:
-                    static = self._static_locked()[0]
-                    upper = static + self.weights[4] * 1_000_000
-                    upper //= 1_000_000
-                    types = self.cols["type"][: len(upper)]
-                    rows = np.lexsort((-upper, types))
-                    codes = np.arange(len(_HALF_LIFE) + 1)
-                    starts = types.take(rows).searchsorted(codes).astype(np.int64)
-                    none = np.zeros(0, dtype=np.int64)
-                    changed = np.zeros(len(upper), dtype=np.bool_)
-                    order = _BoundOrder(rows, upper.take(rows), starts, changed, none)
-                    self._order = order
-        return order
+                if self._static is static_parts and self._order is None:
+                    self._order = made
+                    return made
+            # the static terms moved meanwhile (a refresh): sort again
 
     def _update_static(self, rows: Rows) -> None:
         """Recompute the static parts of ``rows`` (new rows included); under the lock."""
@@ -1018,15 +1096,6 @@ class ColumnIndex:
             return self._scores_one_by_one(rows, now)
         scores: list[int] = self._scores_vectorised(np.asarray(rows, dtype=np.int64), now).tolist()
         return scores
-
-    def _score_one(self, row: int, now: int) -> int:
-        """:meth:`_scores_one_by_one` of one row."""
-        static_all, life_all, _ = self._static_all()
-        life = life_all.item(row)
-        age = now - self.cols["at"].item(row)
-        recency = _ppm_one(0.5 ** (age / int(life))) if life and age > 0 else 1_000_000
-        score: int = (static_all.item(row) + self.weights[4] * recency) // 1_000_000
-        return score
 
     def _scores_one_by_one(self, rows: list[int], now: int) -> list[int]:
         """The scores of ``rows`` in plain Python: the kept static terms plus the weighted
@@ -1167,6 +1236,25 @@ def _walk_type(plan: Plan) -> Atom | None:
             return None
         found = kinds[0]
     return found
+
+
+def _all_of(
+    size: int, masks: Iterable[tuple[npt.NDArray[np.bool_], bool]]
+) -> npt.NDArray[np.bool_]:
+    """Where every mask is ``positive`` (all True for no masks); never writes into one."""
+    found: npt.NDArray[np.bool_] | None = None
+    for mask, positive in masks:
+        hit = mask if positive else ~mask
+        found = hit if found is None else found & hit
+    return np.ones(size, dtype=np.bool_) if found is None else found
+
+
+def _any_of(size: int, masks: Iterable[npt.NDArray[np.bool_]]) -> npt.NDArray[np.bool_]:
+    """Where some mask is True (all False for no masks); never writes into one."""
+    found: npt.NDArray[np.bool_] | None = None
+    for mask in masks:
+        found = mask if found is None else found | mask
+    return np.zeros(size, dtype=np.bool_) if found is None else found
 
 
 def _member(rows: Rows, posting: Rows) -> npt.NDArray[np.bool_]:
