@@ -195,6 +195,23 @@ def test_a_changed_row_waits_for_unread_rows_that_tie_with_a_smaller_id(tmp_path
                 assert [index.ids[row] for row in walk] == expected
 
 
+def test_bounds_a_day_old_are_taken_again(tmp_path: Path) -> None:
+    """A walk more than a day after the instant the order's bounds were taken at sorts
+    them again for its own instant; an earlier instant selects and keeps the order."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(columns, "_WALK_MIN", 0)
+        with cg.open(tmp_path, "agent", sync=False) as cx:
+            seed_store(cx, 200, 5)
+            index = cx._column_index()
+            where = Q.type(cg.Fact) & Q.tag("a")
+            now = T0 + 70 * DAY
+            for instant, since in ((now, now), (now + DAY, now), (now - DAY, now),
+                                   (now + DAY + 1, now + DAY + 1)):
+                result = cx.find(where, limit=5, now=instant)
+                assert [hit.uri.id for hit in result] == brute_force(cx, where, instant)[:5]
+                assert index._order is not None and index._order.since == since
+
+
 @pytest.fixture(scope="module")
 def walked_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     root = tmp_path_factory.mktemp("walked")

@@ -97,6 +97,8 @@ _WALK_MIN = 2_048
 _BITMAP_SHARE = 256
 #: ... and the most recently made of those are kept, at most this many
 _BITMAPS = 64
+#: a walk this long (ms) after the instant the bounds were taken at sorts them again
+_WALK_FRESH = 86_400_000
 #: the bound order is sorted anew once more rows than this (or a 16th of all) changed
 _WALK_CHANGED = 1_024
 
@@ -650,12 +652,18 @@ class ColumnIndex:
         the atoms were independent. It walks when that is at most half its budget, twice
         the rows a select would read; a walk that runs past its budget falls back to
         selecting, so a bad estimate costs at most about three times a select. Nor does
-        it walk at an instant before the one the order's bounds hold from.
+        it walk at an instant before the one the order's bounds hold from; at an instant
+        more than :data:`_WALK_FRESH` after it, the order is dropped, to be sorted again
+        with bounds for that instant (about 10 ms at 100,000 memories).
         """
         shape = self._facts_of(plan).shape
         order = self._order
         if shape is None or (order is not None and now < order.since):
             return None
+        if order is not None and now - order.since > _WALK_FRESH:
+            with self._lock:  # bounds a day old are loose: sorted again for ``now``
+                if self._order is order:
+                    self._order = None
         budget = 2 * shape.driven
         if first * shape.segment > shape.expected * budget / 2:
             return None
