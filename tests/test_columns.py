@@ -20,6 +20,7 @@ import cortexgraph as cg
 from cortexgraph.core.salience import DEFAULT_WEIGHTS, PPM
 from cortexgraph.core.taxonomy import MEMORY_TYPES
 from cortexgraph.store.columns import ColumnIndex
+from signal_ops import carry_out
 
 TYPE_CODES = sorted(t.type_code for t in MEMORY_TYPES)
 DAY = 86_400_000
@@ -299,22 +300,11 @@ def test_incremental_static_parts_equal_a_fresh_build(tmp_path_factory: Any, ops
         uris = [cx.write(cg.Fact(text="seed", confidence=0.5), at=at)]
         for op in ops:
             at += DAY // 3
-            target = uris[op[1] % len(uris)] if op[0] != "write" else None
-            try:
-                if op[0] == "write":
-                    uris.append(cx.write(_memory(op[1], op[2], op[3]), at=at))
-                elif op[0] == "edge":
-                    cx.add_edge(target, uris[op[2] % len(uris)], "relates_to", at=at)
-                elif op[0] == "access":
-                    for _ in range(op[2]):
-                        cx._record_access([target.head], at=at)
-                elif op[0] == "pin":
-                    cx.update(target, pinned=True, at=at)
-                elif op[0] == "tombstone":
-                    cx.tombstone(target, at=at)
-                else:
-                    cx.attest([target], outcome=op[2], at=at)
-            except cg.CortexError:
+
+            def write(op: Any, at: int = at) -> cg.MemoryURI:
+                return cx.write(_memory(op[1], op[2], op[3]), at=at)
+
+            if not carry_out(cx, uris, op, at, write):
                 continue  # a self-edge, a tombstoned target, ...: nothing changed
             now = at + DAY
             index = cx._column_index()

@@ -25,6 +25,7 @@ from cortexgraph import Q
 from cortexgraph.core.query import Predicate
 from cortexgraph.store import columns
 from cortexgraph.store.columns import ColumnIndex, _member
+from signal_ops import carry_out
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000
@@ -77,25 +78,13 @@ def seed_store(cx: cg.Cortex, count: int, seed: int, *, tied: bool = False) -> l
 
 
 def apply(cx: cg.Cortex, uris: list[cg.MemoryURI], op: Any, at: int) -> None:
-    target = uris[op[1] % len(uris)] if op[0] != "write" else None
-    try:
-        if op[0] == "write":
-            _, kind, tags, priority, confidence, day = op
-            memory = KINDS[kind](text="new", tags=sorted(tags), priority=priority,
-                                 confidence=confidence)
-            uris.append(cx.write(memory, ns="two", at=T0 + day * DAY))
-        elif op[0] == "edge":
-            cx.add_edge(target, uris[op[2] % len(uris)], "relates_to", at=at)
-        elif op[0] == "access":
-            cx._record_access([target.head], at=at)
-        elif op[0] == "pin":
-            cx.update(target, pinned=True, at=at)
-        elif op[0] == "tombstone":
-            cx.tombstone(target, at=at)
-        else:
-            cx.attest([target], outcome=op[2], at=at)
-    except cg.CortexError:
-        pass  # a self-edge, a tombstoned target, ...: nothing changed
+    def write(op: Any) -> cg.MemoryURI:
+        _, kind, tags, priority, confidence, day = op
+        memory = KINDS[kind](text="new", tags=sorted(tags), priority=priority,
+                             confidence=confidence)
+        return cx.write(memory, ns="two", at=T0 + day * DAY)
+
+    carry_out(cx, uris, op, at, write)  # a refused operation changes nothing
 
 
 def check_walks(cx: cg.Cortex, now: int, budgets: list[int], first: int) -> None:
