@@ -695,9 +695,10 @@ class ColumnIndex:
 
         Rather than score every match, it reads the rows of the plan's type best bound
         first (see :class:`_BoundOrder`), in rounds of :data:`_WALK_FIRST` rows then twice
-        as many, keeps the matches it has scored in a heap, and yields the best of them
-        once its score beats the bound of every row not read yet (so at a tie it reads
-        on). Changed rows, out of place in the order, are scored before the first round.
+        as many. A match it has read is scored only when its bound is the best left; the
+        scored ones wait in a heap, and the best of them is yielded once its score beats
+        the bound of every match not scored and every row not read (so at a tie it reads
+        or scores on). Changed rows, out of place in the order, are scored up front.
         After ``budget`` rows it stops and falls back to selecting and sorting, skipping
         the rows it has already yielded. The score of every row yielded is left in
         ``scores``.
@@ -711,51 +712,54 @@ class ColumnIndex:
         ids = self.ids
         static_all, life_all, _ = self._static_all()
         at_all, weight = self.cols["at"], self.weights[4]
-        # (-value, 0 for a bound / 1 for an exact score, id, row): a row is scored (as
-        # ``_scores_one_by_one`` does) only when its bound reaches the top, and at equal
-        # values bounds come first, so an exact score is yielded only when nothing left
-        # can still tie it with a smaller id
-        heap: list[tuple[int, int, bytes, int]] = []
-        push = heapq.heappush
+        # the matches scored, as (-score, id, row): the best first, ties by id
+        heap: list[tuple[int, bytes, int]] = []
         changed = order.changed_rows
         if len(changed):
             found = changed.compress(self._passing(changed, shape.conjuncts)).tolist()
             for row, score in zip(found, self.scores_of(found, now), strict=True):
-                push(heap, (-score, 1, ids[row], row))
+                heapq.heappush(heap, (-score, ids[row], row))
+        # the matches read but not scored yet, by bound descending (as read), from ``next``
+        waiting: list[int] = []
+        waiting_bounds: list[int] = []
+        next_waiting = 0
         code = _TYPE_CODE[shape.kind.value]
         start, end = int(order.starts[code]), int(order.starts[code + 1])
         size, read, yielded = _WALK_FIRST, 0, 0
         while True:
-            bound = int(order.bounds[start]) if start < end else -1
-            while heap and -heap[0][0] > bound:
-                negative, exact, memory_id, row = heap[0]
-                if not exact:
-                    life = life_all.item(row)
-                    age = now - at_all.item(row)
-                    recency = _ppm_one(0.5 ** (age / int(life))) if life and age > 0 else 1_000_000
-                    score = (static_all.item(row) + weight * recency) // 1_000_000
-                    heapq.heapreplace(heap, (-score, 1, memory_id, row))
-                    continue
-                heapq.heappop(heap)
+            unread = int(order.bounds[start]) if start < end else -1
+            pending = waiting_bounds[next_waiting] if next_waiting < len(waiting) else -1
+            if heap and -heap[0][0] > max(unread, pending):
+                # nothing unscored can reach this score (at a tie, it reads or scores on:
+                # an unscored row might tie with a smaller id)
+                negative, _, row = heapq.heappop(heap)
                 scores[row] = -negative
                 yielded += 1
                 yield row
-            if start >= end:
+            elif pending >= 0 and pending >= unread:  # score the best unscored match
+                row = waiting[next_waiting]
+                next_waiting += 1
+                life = life_all.item(row)
+                age = now - at_all.item(row)
+                recency = _ppm_one(0.5 ** (age / int(life))) if life and age > 0 else 1_000_000
+                score = (static_all.item(row) + weight * recency) // 1_000_000
+                heapq.heappush(heap, (-score, ids[row], row))
+            elif start < end:  # read the next round
+                if read >= budget:
+                    yield from self._selected(plan, now, first, scores, yielded)
+                    return
+                stop = min(start + size, end)
+                keep = self._passing_in_order(order, start, stop, shape.rest)
+                if len(changed):
+                    keep = keep & ~order.changed.take(order.rows[start:stop])
+                # read after every waiting match, so no higher bound than theirs
+                waiting += order.rows[start:stop].compress(keep).tolist()
+                waiting_bounds += order.bounds[start:stop].compress(keep).tolist()
+                read += stop - start
+                start = stop
+                size *= 2
+            else:
                 return
-            if read >= budget:
-                yield from self._selected(plan, now, first, scores, yielded)
-                return
-            stop = min(start + size, end)
-            chunk, bounds = order.rows[start:stop], order.bounds[start:stop]
-            keep = self._passing_in_order(order, start, stop, shape.rest)
-            if len(changed):
-                keep = keep & ~order.changed.take(chunk)
-            read += stop - start
-            start = stop
-            size *= 2
-            for row, upper in zip(chunk.compress(keep).tolist(), bounds.compress(keep).tolist(),
-                                  strict=True):
-                push(heap, (-upper, 0, ids[row], row))
 
     def _selected(
         self, plan: Plan, now: int, first: int, scores: dict[int, int], skip: int
