@@ -170,7 +170,7 @@ class _BoundOrder(NamedTuple):
     changed_rows: Rows
     #: the bounds hold at this instant (ms) and every later one
     since: int
-    #: columns and tags taken in the order of ``rows`` (see ``_mask_in_order``)
+    #: columns and atoms' tests taken in the order of ``rows`` (see ``_mask_in_order``)
     views: dict[Any, npt.NDArray[Any]]
 
 
@@ -185,6 +185,9 @@ _ATOM_COLUMN = {
     "min_confidence": "confidence",
     "min_priority": "priority",
 }
+
+#: the atom kinds that compare a column with a bound rather than test a value
+_RANGE_KINDS = frozenset({"since", "until", "min_confidence", "min_priority"})
 
 #: the columns copied from the attributes rows (the rest: access, in-degree, id key, ...)
 _ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "updated", "ns")
@@ -544,24 +547,27 @@ class ColumnIndex:
     def _mask_in_order(
         self, order: _BoundOrder, atom: Atom, start: int, stop: int
     ) -> npt.NDArray[np.bool_]:
-        """:meth:`_mask` of ``order.rows[start:stop]``, read from the order's views:
-        the atom's column (or tag) taken in the order's row order once, then sliced.
-        A view is only right for rows that did not change since it was taken, which
-        are the only ones a walk reads from the order."""
+        """:meth:`_mask` of ``order.rows[start:stop]``, read from the order's views and
+        never written into: an atom on a range (``since``, ``min_priority``, ...) tests
+        its column taken in the order's row order once; any other atom is tested on
+        every row once (at most :data:`_BITMAPS` of those kept). A view is only right
+        for rows that did not change since it was taken, which are the only ones a walk
+        reads from the order."""
         views = order.views
-        key: Any = ("tag", atom.value) if atom.kind == "tag" else _ATOM_COLUMN[atom.kind]
+        ranged = atom.kind in _RANGE_KINDS
+        key: Any = _ATOM_COLUMN[atom.kind] if ranged else atom
         view = views.get(key)
         if view is None:
-            if atom.kind == "tag":
-                view = self._tagged(atom, order.rows)
-                tags = [name for name in views if type(name) is tuple]
-                if len(tags) >= _BITMAPS:
-                    views.pop(tags[0], None)
-            else:
+            if ranged:
                 view = self.cols[key].take(order.rows)
+            else:
+                tested = [name for name in views if type(name) is Atom]
+                if len(tested) >= _BITMAPS:
+                    views.pop(tested[0], None)
+                view = self._mask(atom, order.rows)
             views[key] = view
         part = view[start:stop]
-        return part if atom.kind == "tag" else self._test(atom, part)
+        return self._test(atom, part) if ranged else part
 
     def select(self, plan: Plan) -> Rows:
         """The rows the plan matches, sorted, each once."""
