@@ -633,15 +633,18 @@ class ColumnIndex:
     ) -> npt.NDArray[np.bool_]:
         """:meth:`_passing` of ``order.rows[start:stop]``, from the order's views (see
         :meth:`_mask_in_order`)."""
-        size = stop - start
-        found = []
+        keep: npt.NDArray[np.bool_] | None = None
         for literals in conjuncts:
-            masks = [
-                (self._mask_in_order(order, atom, start, stop), positive)
-                for atom, positive in literals
-            ]
-            found.append(_all_of(size, masks))
-        return _any_of(size, found)
+            mask: npt.NDArray[np.bool_] | None = None
+            for atom, positive in literals:
+                hit = self._mask_in_order(order, atom, start, stop)
+                if not positive:
+                    hit = ~hit
+                mask = hit if mask is None else mask & hit
+            if mask is None:
+                mask = np.ones(stop - start, dtype=np.bool_)
+            keep = mask if keep is None else keep | mask
+        return np.zeros(stop - start, dtype=np.bool_) if keep is None else keep
 
     # -- the salience walk -------------------------------------------------------------------
 
@@ -725,16 +728,16 @@ class ColumnIndex:
             found = changed.compress(self._passing(changed, shape.conjuncts)).tolist()
             for row, score in zip(found, self.scores_of(found, now), strict=True):
                 heapq.heappush(heap, (-score, ids[row], row))
-        # the matches read but not scored yet, by bound descending (as read), from ``next``
-        waiting: list[int] = []
-        waiting_bounds: list[int] = []
+        # the matches read but not scored yet, by bound descending (as read), from
+        # ``next_waiting`` on: row, bound, and what scoring it needs
+        waiting: list[tuple[int, int, int, float, int]] = []
         next_waiting = 0
         code = _TYPE_CODE[shape.kind.value]
         start, end = int(order.starts[code]), int(order.starts[code + 1])
+        unread = int(order.bounds[start]) if start < end else -1  # the best unread bound
         size, read, yielded = _WALK_FIRST, 0, 0
         while True:
-            unread = int(order.bounds[start]) if start < end else -1
-            pending = waiting_bounds[next_waiting] if next_waiting < len(waiting) else -1
+            pending = waiting[next_waiting][1] if next_waiting < len(waiting) else -1
             if heap and -heap[0][0] > max(unread, pending):
                 # nothing unscored can reach this score (at a tie, it reads or scores on:
                 # an unscored row might tie with a smaller id)
@@ -743,13 +746,11 @@ class ColumnIndex:
                 yielded += 1
                 yield row
             elif pending >= 0 and pending >= unread:  # score the best unscored match
-                row = waiting[next_waiting]
+                row, _, static, life, at = waiting[next_waiting]
                 next_waiting += 1
-                life = life_all.item(row)
-                age = now - at_all.item(row)
+                age = now - at
                 recency = _ppm_one(0.5 ** (age / int(life))) if life and age > 0 else 1_000_000
-                score = (static_all.item(row) + weight * recency) // 1_000_000
-                heapq.heappush(heap, (-score, ids[row], row))
+                heapq.heappush(heap, (-((static + weight * recency) // 1_000_000), ids[row], row))
             elif start < end:  # read the next round
                 if read >= budget:
                     yield from self._selected(plan, now, first, scores, yielded)
@@ -758,11 +759,19 @@ class ColumnIndex:
                 keep = self._passing_in_order(order, start, stop, shape.rest)
                 if len(changed):
                     keep = keep & ~order.changed.take(order.rows[start:stop])
+                found = order.rows[start:stop].compress(keep)
                 # read after every waiting match, so no higher bound than theirs
-                waiting += order.rows[start:stop].compress(keep).tolist()
-                waiting_bounds += order.bounds[start:stop].compress(keep).tolist()
+                waiting += zip(
+                    found.tolist(),
+                    order.bounds[start:stop].compress(keep).tolist(),
+                    static_all.take(found).tolist(),
+                    life_all.take(found).tolist(),
+                    at_all.take(found).tolist(),
+                    strict=True,
+                )
                 read += stop - start
                 start = stop
+                unread = int(order.bounds[start]) if start < end else -1
                 size *= 2
             else:
                 return
