@@ -24,7 +24,7 @@ import cortexgraph as cg
 from cortexgraph import Q
 from cortexgraph.core.query import Predicate
 from cortexgraph.store import columns
-from cortexgraph.store.columns import ColumnIndex, _member
+from cortexgraph.store.columns import KEY_ORDERS, ColumnIndex, _member
 from signal_ops import carry_out
 
 T0 = 1_700_000_000_000
@@ -118,9 +118,20 @@ def check_walks(cx: cg.Cortex, now: int, budgets: list[int], first: int) -> None
             assert order is not None
             if instant < order.since:
                 assert index.walk_budget(index.plan(WALKABLE[0])[0], first, instant) is None
+        for where in WALKABLE:  # by a column, exactly: the instant does not matter
+            plan, _ = index.plan(where)
+            rows = index.select(plan)
+            for order_by in KEY_ORDERS:
+                expected = list(index.ordered(rows, order_by, now))
+                for budget in budgets:
+                    walk = index.walk_key(plan, order_by, budget=budget, first=first)
+                    assert list(itertools.islice(walk, first)) == expected[:first]
+                    walked = list(index.walk_key(plan, order_by, budget=budget, first=first))
+                    assert walked == expected
         for where in NOT_WALKABLE:
             plan, _ = index.plan(where)
             assert index.walk_budget(plan, first, now) is None
+            assert index.walk_key_budget(plan, first) is None
 
 
 @settings(max_examples=40, deadline=None)
@@ -140,7 +151,8 @@ def test_walk_equals_select_and_sort_across_changes(
     """On one handle, before and after every operation (so with changed rows, a re-sort
     or an order dropped for new weights): walks with any budget (0: select at once;
     small: fall back midway; large: never) equal the select-and-sort order, with exact
-    scores; ``count`` equals the selection's size; tags come from bitmaps (share 1) or
+    scores; walks by "recent" and "priority" equal their sorts too; ``count`` equals the
+    selection's size; tags come from bitmaps (share 1) or
     binary search (share 10**9). ``tied`` stores have many equal scores, which a walk
     must not yield before an unread row that may tie with a smaller id."""
     root = tmp_path_factory.mktemp("walk")
@@ -214,41 +226,53 @@ def walked_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     cx.close()
 
 
-def brute_force(cx: cg.Cortex, where: Predicate, now: int) -> list[bytes]:
-    """The ids ``where`` matches, by exact score then id, from every row of a fresh index."""
+def brute_force(
+    cx: cg.Cortex, where: Predicate, now: int, order_by: str = "salience"
+) -> list[bytes]:
+    """The ids ``where`` matches, by exact score (or by ``at`` or priority) then id, from
+    every row of a fresh index."""
     index = ColumnIndex()
     with cx._env.read() as txn:
         index.refresh(txn)
     plan, _ = index.plan(where)
     rows = index.filter(index.all_rows(), plan.dnf)
-    keyed = sorted((-index.exact_score(row, now), index.ids[row]) for row in rows.tolist())
+
+    def key(row: int) -> int:
+        if order_by == "salience":
+            return index.exact_score(row, now)
+        return int(index.cols["at" if order_by == "recent" else "priority"][row])
+
+    keyed = sorted((-key(row), index.ids[row]) for row in rows.tolist())
     return [memory_id for _, memory_id in keyed]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     where=st.sampled_from(WALKABLE + NOT_WALKABLE),
+    order_by=st.sampled_from(["salience", "salience", "recent", "priority"]),
     limit=st.sampled_from([1, 3, 10, 50, 400]),
     day=st.integers(55, 400),
     forced=st.booleans(),
 )
 def test_find_with_walks_equals_brute_force(
-    walked_store: cg.Cortex, where: Predicate, limit: int, day: int, forced: bool
+    walked_store: cg.Cortex, where: Predicate, order_by: str, limit: int, day: int,
+    forced: bool,
 ) -> None:
-    """``find`` by salience gives the brute-force prefix and count whether it walks
-    (forced: every walkable plan is walked, with a budget of 30 rows, so some fall back)
-    or chooses for itself with the limits lowered."""
+    """``find`` gives the brute-force prefix and count whether it walks (forced: every
+    walkable plan is walked, with a budget of 30 rows, so some fall back) or chooses for
+    itself with the limits lowered, by salience, recency and priority."""
     now = T0 + day * DAY
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(columns, "_WALK_MIN", 0)
         patch.setattr(columns, "_WALK_FIRST", 4)
         if forced:
-            def always(self: ColumnIndex, plan: Any, first: int, now: int) -> int | None:
+            def always(self: ColumnIndex, plan: Any, *_: Any) -> int | None:
                 return None if self._walk_shape(plan) is None else 30
 
             patch.setattr(ColumnIndex, "walk_budget", always)
-        result = walked_store.find(where, limit=limit, now=now)
-    expected = brute_force(walked_store, where, now)
+            patch.setattr(ColumnIndex, "walk_key_budget", always)
+        result = walked_store.find(where, limit=limit, order_by=order_by, now=now)
+    expected = brute_force(walked_store, where, now, order_by)
     assert [hit.uri.id for hit in result] == expected[:limit]
     assert result.matched == len(expected)
 

@@ -22,6 +22,7 @@ from .core.query import Predicate, check_bounded, check_order, check_predicate
 from .core.state import Record, slot_setters
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
+from .store.columns import KEY_ORDERS
 
 if TYPE_CHECKING:
     from .cortex import Cortex
@@ -139,14 +140,25 @@ def run_find(
         # The walk reads at most ``limit`` rows (it stops as soon as it has them), so the
         # first round of ordering need not rank more than that.
         first = 16 if limit is None else min(limit, 16)
-        budget = index.walk_budget(query_plan, first, now) if order_by == "salience" else None
+        # many matches: read the memories in (bound) order rather than rank them all
+        if order_by == "salience":
+            budget = index.walk_budget(query_plan, first, now)
+            if budget is not None:
+                walk = index.walk_salience(
+                    query_plan, now, budget=budget, first=first, scores=scores
+                )
+        elif order_by in KEY_ORDERS:
+            budget = index.walk_key_budget(query_plan, first)
+            if budget is not None:
+                walk = index.walk_key(query_plan, order_by, budget=budget, first=first)
+        else:
+            budget = None
         if budget is None:
             rows = index.select(query_plan)
             matched = len(rows)
             walk = index.ordered(rows, order_by, now, first=first, scores=scores)
-        else:  # many matches: read the best-bounded memories first rather than rank all
+        else:
             matched = index.count(query_plan)
-            walk = index.walk_salience(query_plan, now, budget=budget, first=first, scores=scores)
         default_count = count is estimate_tokens
         row_memo = _cortex._row_memo
         for row in walk:

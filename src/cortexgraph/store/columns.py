@@ -62,7 +62,7 @@ from ..core.text import Bm25Params, bm25_idf
 from ..errors import CorruptionError
 from .env import ReadTxn
 
-__all__ = ["ColumnIndex"]
+__all__ = ["KEY_ORDERS", "ColumnIndex"]
 
 Rows = npt.NDArray[np.int64]
 
@@ -186,6 +186,11 @@ _ATOM_COLUMN = {
     "min_priority": "priority",
 }
 
+#: the column of each order ``walk_key`` walks
+_KEY_COLUMN = {"recent": "at", "priority": "priority"}
+#: the orders ``walk_key`` can walk (``find``'s other orders: salience, confidence)
+KEY_ORDERS = frozenset(_KEY_COLUMN)
+
 #: the atom kinds that compare a column with a bound rather than test a value
 _RANGE_KINDS = frozenset({"since", "until", "min_confidence", "min_priority"})
 
@@ -232,6 +237,9 @@ class ColumnIndex:
         #: every row by an upper bound of its score (see ``_BoundOrder``); None: not
         #: sorted since ``_static`` was last computed afresh
         self._order: _BoundOrder | None = None
+        #: per order by a column ("recent", "priority"), every row by that column exactly
+        #: (a ``_BoundOrder`` whose bounds are the keys); dropped when a build renumbers
+        self._key_orders: dict[str, _BoundOrder] = {}
         self._built_at = 0  # the seq of the last build (gen 0 means "at or before it")
         self._sorted_rows = 0  # rows below this are in id order (see ``_build``)
 
@@ -259,6 +267,14 @@ class ColumnIndex:
                 self._order = None
             elif self._static is not None and touched:
                 self._update_static(np.asarray(touched, dtype=np.int64))
+            if touched and self._key_orders:
+                moved = np.asarray(touched, dtype=np.int64)
+                for name, kept in list(self._key_orders.items()):
+                    changed = _with_changed(kept, moved, len(self.ids))
+                    if changed is None:
+                        del self._key_orders[name]
+                    else:
+                        self._key_orders[name] = changed
             self._plans = {}
             self._facts = {}
             self.seq = last
@@ -776,6 +792,95 @@ class ColumnIndex:
             else:
                 return
 
+    def walk_key_budget(self, plan: Plan, first: int) -> int | None:
+        """:meth:`walk_budget` for :meth:`walk_key` (the same weighing; no instants)."""
+        shape = self._facts_of(plan).shape
+        if shape is None:
+            return None
+        budget = 2 * shape.driven
+        if first * shape.segment > shape.expected * budget / 2:
+            return None
+        return budget
+
+    def _key_order(self, order_by: str) -> _BoundOrder:
+        """Each type's rows by the column of ``order_by`` descending, then id ascending:
+        exactly the order ``ordered`` gives (sorted when first needed)."""
+        while True:
+            kept = self._key_orders.get(order_by)
+            if kept is not None:
+                return kept
+            size = len(self.ids)
+            cols = self.cols
+            types = cols["type"][:size]
+            key = cols[_KEY_COLUMN[order_by]][:size]
+            rows = np.lexsort((cols["idlo"][:size], cols["idkey"][:size], -key, types))
+            starts = types.take(rows).searchsorted(np.arange(len(_HALF_LIFE) + 1))
+            none = np.zeros(0, dtype=np.int64)
+            made = _BoundOrder(
+                rows, key.take(rows), starts.astype(np.int64), np.zeros(size, dtype=np.bool_),
+                none, 0, {},
+            )  # fmt: skip
+            with self._lock:
+                if len(self.ids) == size and order_by not in self._key_orders:
+                    self._key_orders[order_by] = made
+                    return made
+            # rows came or a build renumbered them meanwhile: sort again
+
+    def walk_key(self, plan: Plan, order_by: str, *, budget: int, first: int) -> Iterator[int]:
+        """The rows ``plan`` matches ordered by ``order_by`` (``"recent"`` or
+        ``"priority"``), ties by memory id, lazily: the same rows in the same order as
+        ``ordered(select(plan), order_by, now)``. Only for a plan
+        :meth:`walk_key_budget` gave a budget for.
+
+        It merges two sorted streams: the matches among the plan's type's rows in the
+        key order (read in rounds, as :meth:`walk_salience` reads), and the changed rows
+        that match, out of place in the order, in a heap by the same key. Past
+        ``budget`` rows read it falls back to selecting and sorting.
+        """
+        shape = self._facts_of(plan).shape
+        assert shape is not None, "walk_key needs a plan walk_key_budget accepts"
+        order = self._key_order(order_by)
+        ids, column = self.ids, self.cols[_KEY_COLUMN[order_by]]
+        heap: list[tuple[int, bytes, int]] = []
+        changed = order.changed_rows
+        if len(changed):
+            found = changed.compress(self._passing(changed, shape.conjuncts))
+            for row, key in zip(found.tolist(), column.take(found).tolist(), strict=True):
+                heapq.heappush(heap, (-key, ids[row], row))
+        waiting: list[tuple[int, bytes, int]] = []  # matches read, in order, from ``next``
+        next_waiting = 0
+        code = _TYPE_CODE[shape.kind.value]
+        start, end = int(order.starts[code]), int(order.starts[code + 1])
+        size, read, yielded = _WALK_FIRST, 0, 0
+        while True:
+            if next_waiting == len(waiting) and start < end:  # read the next round
+                if read >= budget:
+                    rows = self.select(plan)
+                    rest = self._by_column(rows, column[rows], yielded + first)
+                    yield from itertools.islice(rest, yielded, None)
+                    return
+                stop = min(start + size, end)
+                keep = self._passing_in_order(order, start, stop, shape.rest)
+                if len(changed):
+                    keep = keep & ~order.changed.take(order.rows[start:stop])
+                found = order.rows[start:stop].compress(keep).tolist()
+                keys = order.bounds[start:stop].compress(keep).tolist()
+                waiting = [(-key, ids[row], row) for row, key in zip(found, keys, strict=True)]
+                next_waiting = 0
+                read += stop - start
+                start = stop
+                size *= 2
+                continue
+            if next_waiting < len(waiting) and (not heap or waiting[next_waiting] < heap[0]):
+                row = waiting[next_waiting][2]
+                next_waiting += 1
+            elif heap:
+                row = heapq.heappop(heap)[2]
+            else:
+                return
+            yielded += 1
+            yield row
+
     def _selected(
         self, plan: Plan, now: int, first: int, scores: dict[int, int], skip: int
     ) -> Iterator[int]:
@@ -1084,16 +1189,8 @@ class ColumnIndex:
             static, life, rate = static.copy(), life.copy(), rate.copy()
         static[rows], life[rows], rate[rows] = self._static_parts(rows)
         self._static = (static, life, rate)
-        order = self._order
-        if order is not None:
-            changed_rows = np.union1d(order.changed_rows, rows)
-            if len(changed_rows) > max(_WALK_CHANGED, len(order.rows) // 16):
-                self._order = None  # sorted anew when a walk next needs it
-            else:
-                changed = np.zeros(size, dtype=np.bool_)
-                changed[: len(order.changed)] = order.changed
-                changed[rows] = True
-                self._order = order._replace(changed=changed, changed_rows=changed_rows)
+        if self._order is not None:  # None: sorted anew when a walk next needs it
+            self._order = _with_changed(self._order, rows, size)
 
     def salience_bounds(self, rows: Rows) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Bounds ``(lower, upper)`` of each row's salience score at any ``now``: exact
@@ -1263,6 +1360,18 @@ def _walk_type(plan: Plan) -> Atom | None:
             return None
         found = kinds[0]
     return found
+
+
+def _with_changed(order: _BoundOrder, rows: Rows, size: int) -> _BoundOrder | None:
+    """``order`` with ``rows`` marked changed (``size`` rows in all now), or None once
+    more than :data:`_WALK_CHANGED` rows (or a 16th of the order) changed."""
+    changed_rows = np.union1d(order.changed_rows, rows)
+    if len(changed_rows) > max(_WALK_CHANGED, len(order.rows) // 16):
+        return None
+    changed = np.zeros(size, dtype=np.bool_)
+    changed[: len(order.changed)] = order.changed
+    changed[rows] = True
+    return order._replace(changed=changed, changed_rows=changed_rows)
 
 
 def _all_of(
