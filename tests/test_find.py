@@ -297,3 +297,20 @@ def test_find_on_a_larger_store_equals_brute_force(
     expected = big_store.reference(where, order_by, now)
     result = big_store.cx.find(where, limit=limit, order_by=order_by, now=now, form="short")
     assert result.uris == expected[:limit]
+
+
+def test_find_hits_equal_hits_built_through_attrs(cx: cg.Cortex) -> None:
+    """find builds its hits by setting slots directly; each equals the Hit attrs' own
+    __init__ makes from the same fields."""
+    import attrs
+
+    from cortexgraph.find import Hit
+
+    for i in range(5):
+        cx.write(cg.Fact(text=f"fact {i}", tags=["a"], priority=i + 1), at=T0 + i)
+    result = cx.find(Q.tag("a"), limit=5, now=T0 + DAY)
+    assert len(result) == 5
+    for hit in result:
+        again = Hit(**attrs.asdict(hit, recurse=False))
+        assert hit == again
+        assert attrs.asdict(hit, recurse=False) == attrs.asdict(again, recurse=False)

@@ -22,7 +22,6 @@ from .core.query import Predicate, check_bounded, check_order, check_predicate
 from .core.state import Record, slot_setters
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
-from .store.columns import KEY_ORDERS
 
 if TYPE_CHECKING:
     from .cortex import Cortex
@@ -141,19 +140,8 @@ def run_find(
         # first round of ordering need not rank more than that.
         first = 16 if limit is None else min(limit, 16)
         # many matches: read the memories in (bound) order rather than rank them all
-        if order_by == "salience":
-            budget = index.walk_budget(query_plan, first, now)
-            if budget is not None:
-                walk = index.walk_salience(
-                    query_plan, now, budget=budget, first=first, scores=scores
-                )
-        elif order_by in KEY_ORDERS:
-            budget = index.walk_key_budget(query_plan, first)
-            if budget is not None:
-                walk = index.walk_key(query_plan, order_by, budget=budget, first=first)
-        else:
-            budget = None
-        if budget is None:
+        walk = index.walk(query_plan, order_by, now, first=first, scores=scores)
+        if walk is None:
             rows = index.select(query_plan)
             matched = len(rows)
             walk = index.ordered(rows, order_by, now, first=first, scores=scores)

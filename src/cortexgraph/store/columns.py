@@ -220,7 +220,7 @@ class ColumnIndex:
         self.ns_names: list[str] = []
         self.postings: dict[tuple[str, Any], set[int]] = {}
         self._arrays: dict[tuple[str, Any], Rows] = {}
-        #: per long posting list, a bool per row (see ``_bitmap``), dropped with the array
+        #: per long posting list, a bool per row (see ``_tagged``), dropped with the array
         self._bitmaps: dict[tuple[str, Any], npt.NDArray[np.bool_]] = {}
         self._plans: dict[Predicate, tuple[int, Plan, str]] = {}
         #: per plan (by id; the plan is kept to check it), its walk shape and match count
@@ -633,36 +633,51 @@ class ColumnIndex:
                 self._facts[id(plan)] = facts
         return facts
 
-    def _conjunct_mask(
-        self, rows: Rows, literals: Iterable[tuple[Atom, bool]]
-    ) -> npt.NDArray[np.bool_]:
+    def _conjunct_mask(self, rows: Rows, literals: Conjunct) -> npt.NDArray[np.bool_]:
         """Per row of ``rows``: whether every literal ``(atom, positive)`` holds."""
-        masks = ((self._mask(atom, rows), positive) for atom, positive in literals)
-        return _all_of(len(rows), masks)
+        return _holds(len(rows), (literals,), lambda atom: self._mask(atom, rows))
 
     def _passing(self, rows: Rows, conjuncts: Iterable[Conjunct]) -> npt.NDArray[np.bool_]:
         """Per row of ``rows``: whether some conjunct holds for it."""
-        return _any_of(len(rows), (self._conjunct_mask(rows, literals) for literals in conjuncts))
+        return _holds(len(rows), conjuncts, lambda atom: self._mask(atom, rows))
 
-    def _passing_in_order(
-        self, order: _BoundOrder, start: int, stop: int, conjuncts: Iterable[Conjunct]
-    ) -> npt.NDArray[np.bool_]:
-        """:meth:`_passing` of ``order.rows[start:stop]``, from the order's views (see
-        :meth:`_mask_in_order`)."""
-        keep: npt.NDArray[np.bool_] | None = None
-        for literals in conjuncts:
-            mask: npt.NDArray[np.bool_] | None = None
-            for atom, positive in literals:
-                hit = self._mask_in_order(order, atom, start, stop)
-                if not positive:
-                    hit = ~hit
-                mask = hit if mask is None else mask & hit
-            if mask is None:
-                mask = np.ones(stop - start, dtype=np.bool_)
-            keep = mask if keep is None else keep | mask
-        return np.zeros(stop - start, dtype=np.bool_) if keep is None else keep
+    # -- the walks ---------------------------------------------------------------------------
 
-    # -- the salience walk -------------------------------------------------------------------
+    def walk(
+        self, plan: Plan, order_by: str, now: int, *, first: int, scores: dict[int, int]
+    ) -> Iterator[int] | None:
+        """``plan``'s matches in the order ``order_by``, by :meth:`walk_salience` or
+        :meth:`walk_key`; None when selecting is the better way (see :meth:`walk_budget`)."""
+        if order_by == "salience":
+            budget = self.walk_budget(plan, first, now)
+            if budget is not None:
+                return self.walk_salience(plan, now, budget=budget, first=first, scores=scores)
+        elif order_by in _KEY_COLUMN:
+            budget = self.walk_key_budget(plan, first)
+            if budget is not None:
+                return self.walk_key(plan, order_by, budget=budget, first=first)
+        return None
+
+    def _changed_matches(self, order: _BoundOrder, shape: _WalkShape) -> Rows:
+        """The rows changed since ``order`` was sorted that the walked plan matches."""
+        changed = order.changed_rows
+        found: Rows = changed.compress(self._passing(changed, shape.conjuncts))
+        return found
+
+    def _round(
+        self, order: _BoundOrder, shape: _WalkShape, start: int, stop: int
+    ) -> tuple[Rows, list[int]]:
+        """The rows of ``order.rows[start:stop]`` the walked plan matches, in order, but
+        for changed rows (out of place there), and their bounds: tested on the order's
+        views (see :meth:`_mask_in_order`)."""
+        keep = _holds(
+            stop - start, shape.rest, lambda atom: self._mask_in_order(order, atom, start, stop)
+        )
+        rows = order.rows[start:stop]
+        if len(order.changed_rows):
+            keep = keep & ~order.changed.take(rows)
+        bounds: list[int] = order.bounds[start:stop].compress(keep).tolist()
+        return rows.compress(keep), bounds
 
     def walk_budget(self, plan: Plan, first: int, now: int) -> int | None:
         """How many rows :meth:`walk_salience` may read for ``plan`` before it gives up
@@ -681,18 +696,14 @@ class ColumnIndex:
         more than :data:`_WALK_FRESH` after it, the order is dropped, to be sorted again
         with bounds for that instant (about 10 ms at 100,000 memories).
         """
-        shape = self._facts_of(plan).shape
         order = self._order
-        if shape is None or (order is not None and now < order.since):
+        if order is not None and now < order.since:
             return None
         if order is not None and now - order.since > _WALK_FRESH:
             with self._lock:  # bounds a day old are loose: sorted again for ``now``
                 if self._order is order:
                     self._order = None
-        budget = 2 * shape.driven
-        if first * shape.segment > shape.expected * budget / 2:
-            return None
-        return budget
+        return self.walk_key_budget(plan, first)
 
     def _walk_shape(self, plan: Plan) -> _WalkShape | None:
         """What :meth:`walk_budget` weighs for ``plan``; None if it cannot be walked or
@@ -731,17 +742,19 @@ class ColumnIndex:
         shape = self._facts_of(plan).shape
         assert shape is not None, "walk_salience needs a plan walk_budget accepts"
         order = self._bound_order(now)
+        def salience(rows: Rows) -> npt.NDArray[np.int64]:
+            return self.exact_scores(rows, now)
+
         if now < order.since:  # sorted meanwhile for a later instant (another thread)
-            yield from self._selected(plan, now, first, scores, 0)
+            yield from self._selected(plan, salience, first, 0, scores)
             return
         ids = self.ids
         static_all, life_all, _ = self._static_all()
         at_all, weight = self.cols["at"], self.weights[4]
         # the matches scored, as (-score, id, row): the best first, ties by id
         heap: list[tuple[int, bytes, int]] = []
-        changed = order.changed_rows
-        if len(changed):
-            found = changed.compress(self._passing(changed, shape.conjuncts)).tolist()
+        if len(order.changed_rows):
+            found = self._changed_matches(order, shape).tolist()
             for row, score in zip(found, self.scores_of(found, now), strict=True):
                 heapq.heappush(heap, (-score, ids[row], row))
         # the matches read but not scored yet, by bound descending (as read), from
@@ -769,17 +782,14 @@ class ColumnIndex:
                 heapq.heappush(heap, (-((static + weight * recency) // 1_000_000), ids[row], row))
             elif start < end:  # read the next round
                 if read >= budget:
-                    yield from self._selected(plan, now, first, scores, yielded)
+                    yield from self._selected(plan, salience, first, yielded, scores)
                     return
                 stop = min(start + size, end)
-                keep = self._passing_in_order(order, start, stop, shape.rest)
-                if len(changed):
-                    keep = keep & ~order.changed.take(order.rows[start:stop])
-                found = order.rows[start:stop].compress(keep)
+                found, bounds = self._round(order, shape, start, stop)
                 # read after every waiting match, so no higher bound than theirs
                 waiting += zip(
                     found.tolist(),
-                    order.bounds[start:stop].compress(keep).tolist(),
+                    bounds,
                     static_all.take(found).tolist(),
                     life_all.take(found).tolist(),
                     at_all.take(found).tolist(),
@@ -793,7 +803,8 @@ class ColumnIndex:
                 return
 
     def walk_key_budget(self, plan: Plan, first: int) -> int | None:
-        """:meth:`walk_budget` for :meth:`walk_key` (the same weighing; no instants)."""
+        """:meth:`walk_budget` for :meth:`walk_key`: the same weighing, with no instant
+        to check."""
         shape = self._facts_of(plan).shape
         if shape is None:
             return None
@@ -813,13 +824,8 @@ class ColumnIndex:
             cols = self.cols
             types = cols["type"][:size]
             key = cols[_KEY_COLUMN[order_by]][:size]
-            rows = np.lexsort((cols["idlo"][:size], cols["idkey"][:size], -key, types))
-            starts = types.take(rows).searchsorted(np.arange(len(_HALF_LIFE) + 1))
-            none = np.zeros(0, dtype=np.int64)
-            made = _BoundOrder(
-                rows, key.take(rows), starts.astype(np.int64), np.zeros(size, dtype=np.bool_),
-                none, 0, {},
-            )  # fmt: skip
+            ranked = np.lexsort((cols["idlo"][:size], cols["idkey"][:size], -key, types))
+            made = _sorted_order(types, key, ranked, 0)
             with self._lock:
                 if len(self.ids) == size and order_by not in self._key_orders:
                     self._key_orders[order_by] = made
@@ -842,9 +848,8 @@ class ColumnIndex:
         order = self._key_order(order_by)
         ids, column = self.ids, self.cols[_KEY_COLUMN[order_by]]
         heap: list[tuple[int, bytes, int]] = []
-        changed = order.changed_rows
-        if len(changed):
-            found = changed.compress(self._passing(changed, shape.conjuncts))
+        if len(order.changed_rows):
+            found = self._changed_matches(order, shape)
             for row, key in zip(found.tolist(), column.take(found).tolist(), strict=True):
                 heapq.heappush(heap, (-key, ids[row], row))
         waiting: list[tuple[int, bytes, int]] = []  # matches read, in order, from ``next``
@@ -855,17 +860,13 @@ class ColumnIndex:
         while True:
             if next_waiting == len(waiting) and start < end:  # read the next round
                 if read >= budget:
-                    rows = self.select(plan)
-                    rest = self._by_column(rows, column[rows], yielded + first)
-                    yield from itertools.islice(rest, yielded, None)
+                    yield from self._selected(plan, column.take, first, yielded)
                     return
                 stop = min(start + size, end)
-                keep = self._passing_in_order(order, start, stop, shape.rest)
-                if len(changed):
-                    keep = keep & ~order.changed.take(order.rows[start:stop])
-                found = order.rows[start:stop].compress(keep).tolist()
-                keys = order.bounds[start:stop].compress(keep).tolist()
-                waiting = [(-key, ids[row], row) for row, key in zip(found, keys, strict=True)]
+                found, keys = self._round(order, shape, start, stop)
+                waiting = [
+                    (-key, ids[row], row) for row, key in zip(found.tolist(), keys, strict=True)
+                ]
                 next_waiting = 0
                 read += stop - start
                 start = stop
@@ -882,12 +883,18 @@ class ColumnIndex:
             yield row
 
     def _selected(
-        self, plan: Plan, now: int, first: int, scores: dict[int, int], skip: int
+        self,
+        plan: Plan,
+        key_of: Callable[[Rows], npt.NDArray[Any]],
+        first: int,
+        skip: int,
+        keys: dict[int, Any] | None = None,
     ) -> Iterator[int]:
-        """``ordered(select(plan), "salience", now)`` without its first ``skip`` rows."""
+        """The rows ``plan`` selects by ``key_of(rows)`` descending, ties by id (as
+        :meth:`ordered` gives them), without the first ``skip``: where a walk that gave
+        up goes on. The key of every row yielded is left in ``keys`` when it is given."""
         rows = self.select(plan)
-        rest = self._by_column(rows, self.exact_scores(rows, now), skip + first, scores)
-        return itertools.islice(rest, skip, None)
+        return itertools.islice(self._by_column(rows, key_of(rows), skip + first, keys), skip, None)
 
     # -- keywords ----------------------------------------------------------------------------
 
@@ -1130,16 +1137,9 @@ class ColumnIndex:
         static = self._static
         if static is None:
             with self._lock:
-                static = self._static_locked()
-        return static
-
-    def _static_locked(
-        self,
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """:meth:`_static_all`, with the lock held."""
-        static = self._static
-        if static is None:
-            static = self._static = self._static_parts(self.all_rows())
+                static = self._static
+                if static is None:
+                    static = self._static = self._static_parts(self.all_rows())
         return static
 
     def _bound_order(self, now: int) -> _BoundOrder:
@@ -1162,13 +1162,7 @@ class ColumnIndex:
             later += 1
             np.minimum(upper, later, out=upper)
             types = self.cols["type"][:count]
-            rows = np.lexsort((-upper, types))
-            starts = types.take(rows).searchsorted(np.arange(len(_HALF_LIFE) + 1))
-            none = np.zeros(0, dtype=np.int64)
-            changed = np.zeros(count, dtype=np.bool_)
-            made = _BoundOrder(
-                rows, upper.take(rows), starts.astype(np.int64), changed, none, now, {}
-            )
+            made = _sorted_order(types, upper, np.lexsort((-upper, types)), now)
             with self._lock:
                 if self._static is static_parts and self._order is None:
                     self._order = made
@@ -1362,6 +1356,15 @@ def _walk_type(plan: Plan) -> Atom | None:
     return found
 
 
+def _sorted_order(types: npt.NDArray[Any], bounds: Rows, rows: Rows, since: int) -> _BoundOrder:
+    """The order of ``rows`` (every row, sorted by type code first), with ``bounds``
+    (per row) taken in that order, nothing changed yet."""
+    starts = types.take(rows).searchsorted(np.arange(len(_HALF_LIFE) + 1)).astype(np.int64)
+    none = np.zeros(0, dtype=np.int64)
+    changed = np.zeros(len(rows), dtype=np.bool_)
+    return _BoundOrder(rows, bounds.take(rows), starts, changed, none, since, {})
+
+
 def _with_changed(order: _BoundOrder, rows: Rows, size: int) -> _BoundOrder | None:
     """``order`` with ``rows`` marked changed (``size`` rows in all now), or None once
     more than :data:`_WALK_CHANGED` rows (or a 16th of the order) changed."""
@@ -1374,23 +1377,25 @@ def _with_changed(order: _BoundOrder, rows: Rows, size: int) -> _BoundOrder | No
     return order._replace(changed=changed, changed_rows=changed_rows)
 
 
-def _all_of(
-    size: int, masks: Iterable[tuple[npt.NDArray[np.bool_], bool]]
+def _holds(
+    size: int, conjuncts: Iterable[Conjunct], mask_of: Callable[[Atom], npt.NDArray[np.bool_]]
 ) -> npt.NDArray[np.bool_]:
-    """Where every mask is ``positive`` (all True for no masks); never writes into one."""
-    found: npt.NDArray[np.bool_] | None = None
-    for mask, positive in masks:
-        hit = mask if positive else ~mask
-        found = hit if found is None else found & hit
-    return np.ones(size, dtype=np.bool_) if found is None else found
-
-
-def _any_of(size: int, masks: Iterable[npt.NDArray[np.bool_]]) -> npt.NDArray[np.bool_]:
-    """Where some mask is True (all False for no masks); never writes into one."""
-    found: npt.NDArray[np.bool_] | None = None
-    for mask in masks:
-        found = mask if found is None else found | mask
-    return np.zeros(size, dtype=np.bool_) if found is None else found
+    """Per row of ``size``: whether some conjunct holds, every literal ``(atom,
+    positive)`` of it being ``mask_of(atom)`` (or its negation). Never writes into a mask
+    ``mask_of`` returns (those may be views a walk keeps). No literals: all True; no
+    conjuncts: all False."""
+    keep: npt.NDArray[np.bool_] | None = None
+    for literals in conjuncts:
+        mask: npt.NDArray[np.bool_] | None = None
+        for atom, positive in literals:
+            hit = mask_of(atom)
+            if not positive:
+                hit = ~hit
+            mask = hit if mask is None else mask & hit
+        if mask is None:
+            mask = np.ones(size, dtype=np.bool_)
+        keep = mask if keep is None else keep | mask
+    return np.zeros(size, dtype=np.bool_) if keep is None else keep
 
 
 def _member(rows: Rows, posting: Rows) -> npt.NDArray[np.bool_]:
