@@ -38,6 +38,11 @@ What the store suite measures, each next to a raw py-lmdb baseline run in the sa
 After each write phase, every table but ``meta`` and ``snapshots`` is checked to be
 byte-identical between the cortexgraph store and the raw one.
 
+A second table gives the floors the targets must clear with no cortexgraph code at all:
+the batched writes' rows replayed raw with sync on (the baseline above) and with sync off,
+and a cold ``resolve``'s two raw reads followed by the J6 check of the body alone
+(``cbor2.loads``, the validated build, the canonical re-encode and the comparison).
+
 Progress goes to stderr; the table (or JSON with ``--json``) to stdout. Nothing here fails
 on timing: a missed target is reported as ``no``.
 """
@@ -55,6 +60,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+import cbor2
 
 import cortexgraph as cg
 import locomo
@@ -75,6 +82,7 @@ from _workload import (
 )
 from cortexgraph.core import state as core_state
 from cortexgraph.core.keys import version_key
+from cortexgraph.core.taxonomy import Memory, encode_body, memory_from_body
 
 BATCH = 1_000
 BATCHES = 20
@@ -89,18 +97,22 @@ TARGET_SINGLE_RATIO = 1.5  # x a raw commit, at most
 TARGET_RESOLVE_US = 20.0  # µs, at most
 
 _clock = time.perf_counter
+#: bytes before the body in a ``versions`` row (layout, seq, at)
+_VERSION_HEADER = len(core_state.VersionState(seq=1, at=0, body=b"").encode())
 
 
 # -- measurements -------------------------------------------------------------------------
 
 
-def measure_batched(root: Path) -> tuple[list[float], list[float]]:
-    """Memories/s of each repeat, for cortexgraph and for raw LMDB."""
+def measure_batched(root: Path) -> tuple[list[float], list[float], list[float]]:
+    """Memories/s of each repeat: cortexgraph, raw LMDB, and raw LMDB with sync off (the
+    floor: the same rows written with no cortexgraph code and no fsync)."""
     memories = make_memories(BATCH * BATCHES, seed=1)
     progress(f"batched writes: capturing the writes of {len(memories):,} memories")
     batches = capture_batches(memories, batch_size=BATCH)
     ours: list[float] = []
     raw_rates: list[float] = []
+    floor_rates: list[float] = []
     for rep in range(REPEATS):
         cx = cg.open(root / f"batched-{rep}", ACTOR, sync=True)
         try:
@@ -119,11 +131,26 @@ def measure_batched(root: Path) -> tuple[list[float], list[float]]:
         finally:
             raw.close()
         check_same_bytes(root / f"batched-{rep}" / ACTOR, root / f"batched-raw-{rep}")
+        floor_rates.append(_raw_rate(root / f"batched-floor-{rep}", batches, len(memories)))
+        check_same_bytes(root / f"batched-{rep}" / ACTOR, root / f"batched-floor-{rep}")
         progress(
             f"batched writes: repeat {rep + 1}/{REPEATS}: cortexgraph {ours[-1]:,.0f}/s,"
-            f" raw {raw_rates[-1]:,.0f}/s"
+            f" raw {raw_rates[-1]:,.0f}/s, raw with sync off {floor_rates[-1]:,.0f}/s"
         )
-    return ours, raw_rates
+    return ours, raw_rates, floor_rates
+
+
+def _raw_rate(path: Path, batches: list[list[Any]], memories: int) -> float:
+    """Memories/s of replaying ``batches`` into a fresh raw store with sync off."""
+    raw = RawStore.create(path, sync=False)
+    try:
+        bound = raw.bind(batches)
+        start = _clock()
+        for batch in bound:
+            raw.write(batch)
+        return memories / (_clock() - start)
+    finally:
+        raw.close()
 
 
 def measure_single(root: Path) -> tuple[list[float], list[float]]:
@@ -207,9 +234,23 @@ def measure_resolve(root: Path, n: int) -> dict[str, tuple[list[float], list[flo
             time_calls(cx.resolve, cold_order),
             time_calls(lambda k: raw.get_pair(*k), cold_keys),
         )
+        # The same keys once more, each read raw and put through J6 and nothing else.
+        results["j6_floor"] = (time_calls(lambda k: _j6_floor(raw, k), cold_keys), [])
     finally:
         cx.close()
     return results
+
+
+def _j6_floor(raw: RawStore, keys: tuple[bytes, bytes]) -> Memory:
+    """What a cold ``resolve`` cannot skip: read the head and version rows raw, then the
+    J6 check of the body with nothing around it (decode, validated build, canonical
+    re-encode, compare). Raises if the body fails it."""
+    _head, version = raw.get_pair(*keys)
+    body = version[_VERSION_HEADER:]
+    memory = memory_from_body(cbor2.loads(body))
+    if encode_body(memory)[1] != body:
+        raise RuntimeError("a stored body is not canonical")
+    return memory
 
 
 # -- report -------------------------------------------------------------------------------
@@ -239,12 +280,12 @@ def row(
 
 
 def build_rows(
-    batched: tuple[list[float], list[float]],
+    batched: tuple[list[float], list[float], list[float]],
     single: tuple[list[float], list[float]],
     resolve: dict[str, tuple[list[float], list[float]]],
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    ours, raw = batched
+    ours, raw, _floor = batched
     for label, pick in (("best", max), ("median", statistics.median)):
         rate = pick(ours)
         rows.append(
@@ -278,6 +319,54 @@ def build_rows(
         )
         rows.append(row(f"resolve p95 ({label})", "µs", percentile(ours, 95), percentile(raw, 95)))
     return rows
+
+
+def build_floor_rows(
+    batched: tuple[list[float], list[float], list[float]],
+    resolve: dict[str, tuple[list[float], list[float]]],
+) -> list[dict[str, Any]]:
+    """What the targets leave: the same work with no cortexgraph code around it."""
+    _ours, raw, floor = batched
+    batch_target = f">= {TARGET_BATCH_RATE:,}/s"
+    j6 = percentile(resolve["j6_floor"][0], 50)
+    return [
+        {
+            "floor": f"batched write: raw LMDB, same rows, sync on (best of {REPEATS})",
+            "unit": "memories/s",
+            "figure": max(raw),
+            "target": batch_target,
+            "met": max(raw) >= TARGET_BATCH_RATE,
+        },
+        {
+            "floor": f"batched write: raw LMDB, same rows, sync off (best of {REPEATS})",
+            "unit": "memories/s",
+            "figure": max(floor),
+            "target": batch_target,
+            "met": max(floor) >= TARGET_BATCH_RATE,
+        },
+        {
+            "floor": "resolve p50 (cold): raw reads + the J6 check of the body alone",
+            "unit": "µs",
+            "figure": j6,
+            "target": f"<= {TARGET_RESOLVE_US:g} µs",
+            "met": j6 <= TARGET_RESOLVE_US,
+        },
+    ]
+
+
+def format_floor_table(rows: list[dict[str, Any]]) -> str:
+    header = ("floor (no cortexgraph code)", "unit", "figure", "target", "floor meets it")
+    cells = [
+        (
+            r["floor"],
+            r["unit"],
+            _number(r["figure"], r["unit"]),
+            r["target"],
+            "yes" if r["met"] else "no",
+        )
+        for r in rows
+    ]
+    return markdown_table(header, cells, {2})
 
 
 def _number(value: float, unit: str) -> str:
@@ -340,6 +429,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.suite in ("query", "all") and args.n < 1_000:
         parser.error("--n must be at least 1000 for the query suite")
     rows: list[dict[str, Any]] | None = None
+    floor_rows: list[dict[str, Any]] | None = None
     merkle_rows: list[dict[str, Any]] | None = None
     query_result: dict[str, Any] | None = None
     recall_result: dict[str, Any] | None = None
@@ -353,6 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             single = measure_single(root)
             resolve = measure_resolve(root, args.n)
             rows = build_rows(batched, single, resolve)
+            floor_rows = build_floor_rows(batched, resolve)
         if args.suite in ("merkle", "all"):
             (root / "merkle").mkdir()
             # The resolve store holds the workload merkle.build_store makes: reuse it.
@@ -378,6 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out: dict[str, Any] = {"environment": info}
         if rows is not None:
             out["rows"] = rows
+            out["floor_rows"] = floor_rows
         if merkle_rows is not None:
             out["merkle_rows"] = merkle_rows
         if query_result is not None:
@@ -402,6 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if rows is not None:
         print(f"\nstore suite: resolve store of {args.n:,} memories")
         print(format_table(rows))
+    if floor_rows is not None:
+        print("\nstore suite floors: the same work with no cortexgraph code")
+        print(format_floor_table(floor_rows))
     if merkle_rows is not None:
         print(
             f"\nmerkle suite: prefilled store of {args.n:,} memories,"
