@@ -50,7 +50,7 @@ from .core.signals import CANDIDATE, read_access
 from .core.state import HeadState, VersionState
 from .core.uri import MemoryURI
 from .errors import CortexError
-from .store.columns import _type_name
+from .store.columns import ColumnIndex, _type_name
 
 if TYPE_CHECKING:
     from .cortex import Batch, Cortex
@@ -91,9 +91,9 @@ def _head(txn: ReadTxn, memory_id: bytes) -> HeadState:
     return HeadState.decode(raw)
 
 
-def _forgetting(cx: Cortex, txn: ReadTxn, now: int) -> tuple[list[bytes], list[bytes], int]:
-    columns = cx._column_index()
-    columns.refresh(txn)
+def _forgetting(
+    columns: ColumnIndex, txn: ReadTxn, now: int
+) -> tuple[list[bytes], list[bytes], int]:
     n = len(columns.ids)
     cols = columns.cols
     status = cols["status"][:n]
@@ -177,8 +177,8 @@ def run_compact(cx: Cortex, *, now: int | None) -> CompactReport:
     if cx._active_batch() is not None:
         raise CortexError("compact runs its own batch; call it outside one")
     now = cx._at(now)
-    with cx._env.read() as txn:
-        archive, prune, examined = _forgetting(cx, txn, now)
+    with cx._indexed_read() as (txn, columns, _seq):
+        archive, prune, examined = _forgetting(columns, txn, now)
         pairs = []
         for key, _ in txn.iter_items("salience", CANDIDATE):
             pairs.append((bytes(key[1:17]), bytes(key[17:33])))

@@ -359,13 +359,11 @@ def run_context(
         )
     now = cx._at(now)
     caps = caps_for(budget_tokens)
-    index = cx._column_index()
     for attempt in range(_STATE_RETRIES):
         hits = None
         if query is not None and budget_tokens > 0:
             hits = cx.recall(query, k=caps["hits"], now=now)
-        with cx._env.read() as txn:
-            seq = index.refresh(txn)
+        with cx._indexed_read() as (txn, index, seq):
             if hits is not None and hits.seq != seq and attempt + 1 < _STATE_RETRIES:
                 continue  # a writer committed between recall and this read: once more
             items = _candidates(cx, txn, index, seq, hits, channel, caps, now, budget_tokens)

@@ -8,6 +8,7 @@ own batch; inside one, verbs called on the batch *or* on the handle join it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -228,6 +229,7 @@ class Cortex:
         self._local = threading.local()
         self._check_invariants = os.environ.get("CORTEXGRAPH_INVARIANTS") == "1"
         self._columns: ColumnIndex | None = None
+        self._index_lock = threading.RLock()  # see _indexed_read
         self._embedder = embedder
         self._embedder_spec = embedder_spec or {}
         self._vectors: VectorState | None = None
@@ -593,10 +595,26 @@ class Cortex:
         return state
 
     def _column_index(self) -> ColumnIndex:
-        index = self._columns
-        if index is None:
-            index = self._columns = ColumnIndex()
-        return index
+        with self._index_lock:
+            index = self._columns
+            if index is None:
+                index = self._columns = ColumnIndex()
+            return index
+
+    @contextlib.contextmanager
+    def _indexed_read(self) -> Iterator[tuple[ReadTxn, ColumnIndex, int]]:
+        """A snapshot of committed state, and the column index brought to it (its seq).
+
+        The index (and the vector state synced to it) is shared by every thread using
+        this handle, so reads through it take turns: the turn is taken *before* the
+        snapshot, so no snapshot is older than the index (which would make it rebuild),
+        and no other thread moves the index on while a read still walks it (to rows its
+        own snapshot does not have). Re-entrant: ``context`` calls ``recall``.
+        """
+        with self._index_lock:
+            index = self._column_index()
+            with self._env.read() as txn:
+                yield txn, index, index.refresh(txn)
 
     def _record_access(self, uris: list[MemoryURI], *, at: int) -> None:
         self._run("record_access", uris, at=at)

@@ -129,11 +129,9 @@ def run_find(
             "find reads committed state; call it outside the batch (or after it commits)"
         )
     now = cx._at(now)
-    index = cx._column_index()
     found: list[tuple[int, Record, str, int]] = []
     used = 0
-    with cx._env.read() as txn:
-        seq = index.refresh(txn)
+    with cx._indexed_read() as (txn, index, seq):
         query_plan, explained = index.plan(predicate)
         scores: dict[int, int] = {}
         # The walk reads at most ``limit`` rows (it stops as soon as it has them), so the

@@ -370,10 +370,8 @@ def run_recall(
     if cx._active_batch() is not None:
         raise CortexError("recall reads committed state; call it outside the batch")
     now = cx._at(now)
-    columns = cx._column_index()
     depth = max(CHANNEL_DEPTH, k)
-    with cx._env.read() as txn:
-        seq = columns.refresh(txn)
+    with cx._indexed_read() as (txn, columns, seq):
 
         def allowed(rows: Rows) -> Rows:
             return columns.active(rows) if dnf is None else columns.filter(rows, dnf)
