@@ -8,7 +8,6 @@ own batch; inside one, verbs called on the batch *or* on the handle join it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -601,8 +600,7 @@ class Cortex:
                 index = self._columns = ColumnIndex()
             return index
 
-    @contextlib.contextmanager
-    def _indexed_read(self) -> Iterator[tuple[ReadTxn, ColumnIndex, int]]:
+    def _indexed_read(self) -> _IndexedRead:
         """A snapshot of committed state, and the column index brought to it (its seq).
 
         The index (and the vector state synced to it) is shared by every thread using
@@ -611,10 +609,7 @@ class Cortex:
         and no other thread moves the index on while a read still walks it (to rows its
         own snapshot does not have). Re-entrant: ``context`` calls ``recall``.
         """
-        with self._index_lock:
-            index = self._column_index()
-            with self._env.read() as txn:
-                yield txn, index, index.refresh(txn)
+        return _IndexedRead(self)
 
     def _record_access(self, uris: list[MemoryURI], *, at: int) -> None:
         self._run("record_access", uris, at=at)
@@ -958,6 +953,38 @@ class _BareId:
 
     id: bytes
     version: int | None = None
+
+
+class _IndexedRead:
+    """The context manager of :meth:`Cortex._indexed_read`: ``(txn, index, seq)``."""
+
+    __slots__ = ("_ctx", "_cx")
+
+    def __init__(self, cx: Cortex) -> None:
+        self._cx = cx
+        self._ctx: Any = None
+
+    def __enter__(self) -> tuple[ReadTxn, ColumnIndex, int]:
+        cx = self._cx
+        cx._index_lock.acquire()
+        try:
+            index = cx._column_index()
+            self._ctx = cx._env.read()
+            txn: ReadTxn = self._ctx.__enter__()
+            try:
+                return txn, index, index.refresh(txn)
+            except BaseException:
+                self._ctx.__exit__(None, None, None)
+                raise
+        except BaseException:
+            cx._index_lock.release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._ctx.__exit__(*exc)
+        finally:
+            self._cx._index_lock.release()
 
 
 class _Reading:
