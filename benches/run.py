@@ -121,17 +121,11 @@ def measure_batched(root: Path) -> tuple[list[float], list[float], list[float]]:
             ours.append(len(memories) / (_clock() - start))
         finally:
             cx.close()
-        raw = RawStore.create(root / f"batched-raw-{rep}", sync=True)
-        try:
-            bound = raw.bind(batches)
-            start = _clock()
-            for batch in bound:
-                raw.write(batch)
-            raw_rates.append(len(memories) / (_clock() - start))
-        finally:
-            raw.close()
+        raw_rates.append(_raw_rate(root / f"batched-raw-{rep}", batches, len(memories), sync=True))
         check_same_bytes(root / f"batched-{rep}" / ACTOR, root / f"batched-raw-{rep}")
-        floor_rates.append(_raw_rate(root / f"batched-floor-{rep}", batches, len(memories)))
+        floor_rates.append(
+            _raw_rate(root / f"batched-floor-{rep}", batches, len(memories), sync=False)
+        )
         check_same_bytes(root / f"batched-{rep}" / ACTOR, root / f"batched-floor-{rep}")
         progress(
             f"batched writes: repeat {rep + 1}/{REPEATS}: cortexgraph {ours[-1]:,.0f}/s,"
@@ -140,9 +134,10 @@ def measure_batched(root: Path) -> tuple[list[float], list[float], list[float]]:
     return ours, raw_rates, floor_rates
 
 
-def _raw_rate(path: Path, batches: list[list[Any]], memories: int) -> float:
-    """Memories/s of replaying ``batches`` into a fresh raw store with sync off."""
-    raw = RawStore.create(path, sync=False)
+def _raw_rate(path: Path, batches: list[list[Any]], memories: int, *, sync: bool) -> float:
+    """Memories/s of replaying ``batches``, one write transaction each, into a fresh raw
+    store."""
+    raw = RawStore.create(path, sync=sync)
     try:
         bound = raw.bind(batches)
         start = _clock()
