@@ -55,6 +55,8 @@ PUBLIC = [
     "SnapshotManifest",
     "Source",
     "Stats",
+    "StorageError",
+    "StorageFullError",
     "SystemClock",
     "TokenEstimator",
     "TombstonedError",

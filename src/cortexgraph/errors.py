@@ -12,10 +12,16 @@ Every failure the library reports on purpose is a :class:`CortexError`::
     ├── TooBroadQueryError     a query alternative with neither a type nor a tag, or
     │                          more than 64 alternatives
     ├── BatchNoJournalError    a store mutation without a journal entry (J2)
-    ├── CorruptionError        stored bytes fail a check (J6, hashes, layout)
+    ├── CorruptionError        stored bytes fail a check (J6, hashes, layout, LMDB's
+    │                          own page checks); ``.table`` and ``.operation`` say where
     ├── VerificationError      a proof or scope bundle does not check out
     ├── ReadOnlyError          a mutation on a read-only handle
     ├── AlreadyOpenError       the environment is already open in this process
+    ├── StorageError           the storage failed an operation (an I/O error, too many
+    │   │                      readers, a directory that is not a store); ``.table`` and
+    │   │                      ``.operation`` say where
+    │   └── StorageFullError   space ran out: the disk is full, or the map reached its
+    │                          largest size
     ├── EmbedderError          an embedder failed (HTTP status, bad response, wrong dim)
     └── MissingExtraError      an optional dependency is not installed; ``.extra`` names
                                the extra to install (also an ``ImportError``)
@@ -37,6 +43,8 @@ __all__ = [
     "MissingExtraError",
     "NotFoundError",
     "ReadOnlyError",
+    "StorageError",
+    "StorageFullError",
     "TombstonedError",
     "TooBroadQueryError",
     "URIError",
@@ -97,7 +105,15 @@ class BatchNoJournalError(CortexError):
 
 
 class CorruptionError(CortexError):
-    """Stored bytes failed a check: non-canonical encoding, a bad layout, a wrong hash."""
+    """Stored bytes failed a check: non-canonical encoding, a bad layout, a wrong hash, or
+    one of LMDB's own page checks. ``table`` and ``operation`` name where, when known."""
+
+    def __init__(
+        self, message: str, *, table: str | None = None, operation: str | None = None
+    ) -> None:
+        self.table = table
+        self.operation = operation
+        super().__init__(message)
 
 
 class VerificationError(CortexError):
@@ -110,6 +126,24 @@ class ReadOnlyError(CortexError):
 
 class AlreadyOpenError(CortexError):
     """This process already holds the LMDB environment open; reuse that handle."""
+
+
+class StorageError(CortexError):
+    """The storage failed an operation: an I/O error from the disk, LMDB's reader table
+    full, or a directory that is not a cortexgraph store. ``table`` and ``operation`` name
+    where, when known. Nothing of a batch that failed this way is committed."""
+
+    def __init__(
+        self, message: str, *, table: str | None = None, operation: str | None = None
+    ) -> None:
+        self.table = table
+        self.operation = operation
+        super().__init__(message)
+
+
+class StorageFullError(StorageError):
+    """Space ran out: the disk (or file system quota) is full, or the LMDB map reached its
+    largest size. The batch that hit it is rolled back whole; free space and retry."""
 
 
 class EmbedderError(CortexError):
