@@ -74,6 +74,7 @@ from .errors import (
     CorruptionError,
     CortexError,
     NotFoundError,
+    StorageError,
     TombstonedError,
     URIError,
     ValidationError,
@@ -83,7 +84,15 @@ from .find import FindResult, run_find
 from .recall import RecallResult, VectorState, run_recall
 from .scope import export_scope
 from .store.columns import ColumnIndex
-from .store.env import DEFAULT_MAP_SIZE, TABLES, Environment, MapFull, ReadTxn, WriteTxn
+from .store.env import (
+    DEFAULT_MAP_SIZE,
+    MAX_MAP_SIZE,
+    TABLES,
+    Environment,
+    MapFull,
+    ReadTxn,
+    WriteTxn,
+)
 
 __all__ = ["Attestation", "Batch", "Cortex", "Edge", "Neighbor", "Stats", "Traversal", "open"]
 
@@ -135,22 +144,32 @@ def open(
             from the keyword index (journaled ``relates_to`` edges; see ``compact``).
 
     Raises:
-        ValidationError: a bad actor name, hash name or option.
+        ValidationError: a bad root, actor name, hash name or option (a root or actor
+            directory that exists as a file included).
         NotFoundError: the environment does not exist and ``create`` is false.
         AlreadyOpenError: this process already has the environment open.
-        CorruptionError: the environment's identity does not match ``actor``.
+        CorruptionError: the environment's identity does not match ``actor``, or its
+            tables are damaged.
+        StorageError: the directory holds an LMDB environment that is not a cortexgraph
+            store (nothing is written to it), or the disk refused to open it.
     """
     check_name(actor, "actor")
+    path = _store_path(root, actor)
     if clock is not None and not isinstance(clock, Clock):
         raise ValidationError("must have a now_ms() method", field="clock")
     if hash_name is not None:
         from .core.hashing import hash_function
 
         hash_function(hash_name)
-    if type(map_size) is not int or map_size < 1 << 16:
-        raise ValidationError("must be an integer of at least 65536 bytes", field="map_size")
+    if type(map_size) is not int or not 1 << 16 <= map_size <= MAX_MAP_SIZE:
+        raise ValidationError(
+            f"must be an integer from 65536 to {MAX_MAP_SIZE} bytes", field="map_size"
+        )
+    for name, value in (("create", create), ("readonly", readonly), ("sync", sync)):
+        if type(value) is not bool:
+            raise ValidationError("must be True or False", field=name)
     env = Environment(
-        Path(root) / actor,
+        path,
         actor,
         create=create and not readonly,
         readonly=readonly,
@@ -169,6 +188,22 @@ def open(
     cx = Cortex(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
     cx._autolink = autolink
     return cx
+
+
+def _store_path(root: str | os.PathLike[str], actor: str) -> Path:
+    """``<root>/<actor>``, after checking that ``root`` is a path and neither it nor the
+    actor's directory is something other than a directory."""
+    if isinstance(root, bytes) or not isinstance(root, (str, os.PathLike)):
+        raise ValidationError(
+            f"must be a path (str or os.PathLike), not {type(root).__name__}", field="root"
+        )
+    base = Path(root)
+    if str(root) == "" or "\0" in str(root):
+        raise ValidationError(f"must be a directory path, not {str(root)!r}", field="root")
+    for field, where in (("root", base), ("actor", base / actor)):
+        if where.exists() and not where.is_dir():
+            raise ValidationError(f"{where} exists and is not a directory", field=field)
+    return base / actor
 
 
 _EMBEDDER_KEY = b"embedder"
@@ -250,13 +285,29 @@ class Cortex:
         return self._env.closed
 
     def close(self) -> None:
-        """Close the environment. Closing twice is harmless; using a closed handle raises."""
+        """Close the environment. Closing twice is harmless; using a closed handle raises.
+
+        The handle is closed even when saving the vector index fails (a full disk, say):
+        that raises ``StorageError`` after closing, and the index, which is derived, is
+        caught up again by the next recall.
+        """
         if getattr(self._local, "batch", None) is not None:
             raise CortexError("cannot close a handle inside one of its batches")
-        if self._vectors is not None and not self._env.closed:
-            self._vectors.save()
-            self._vectors = None
-        self._env.close()
+        vectors, self._vectors = self._vectors, None
+        failed: OSError | None = None
+        try:
+            if vectors is not None and not self._env.closed:
+                vectors.save()
+        except OSError as exc:  # the index is derived: the next open rebuilds what is lost
+            failed = exc
+        finally:
+            self._env.close()
+        if failed is not None:
+            raise StorageError(
+                f"{self.path}: the store is closed, but its vector index could not be saved"
+                f" ({failed}); the next recall rebuilds it from the embedding cache",
+                operation="close",
+            ) from failed
 
     def __enter__(self) -> Cortex:
         return self
@@ -829,8 +880,8 @@ class Cortex:
         at = self._at(at)
         if self._active_batch() is not None:
             raise CortexError("take a snapshot outside a batch (it records committed state)")
-        txn = self._env.begin_write()
-        try:
+
+        def take(txn: WriteTxn) -> SnapshotManifest:
             seq = txn.last_seq()
             stored = txn.get("snapshots", seq_key(seq))
             if stored is not None:
@@ -838,11 +889,9 @@ class Cortex:
                 return SnapshotManifest.decode(stored)
             manifest = manifest_for(self.actor, self.hash_name, txn.get, seq, at)
             txn.put_snapshot(seq_key(seq), manifest.encode())
-            txn.commit()
-        except BaseException:
-            txn.abort()
-            raise
-        return manifest
+            return manifest
+
+        return self._env.write_small(take)
 
     def snapshots(self) -> list[SnapshotManifest]:
         """Every stored snapshot manifest, oldest first."""
@@ -926,8 +975,10 @@ class Cortex:
             nodes = self._env.table_entries(txn, "mmr")
             if nodes != mmr_node_count(last):
                 raise CorruptionError(f"M9: {nodes} MMR nodes for {last} entries")
-            if entries and last != entries[-1][0].seq:
-                raise CorruptionError(f"J1: journal ends at {last}, not {entries[-1][0].seq}")
+            # another process may have committed after this batch: the journal ends at or
+            # after the batch's last entry, never before it
+            if entries and last < entries[-1][0].seq:
+                raise CorruptionError(f"J1: journal ends at {last}, before {entries[-1][0].seq}")
             for expected_seq, (entry, data) in enumerate(entries, start=first_seq):
                 stored = txn.get("journal", seq_key(expected_seq))
                 if stored != data or entry.seq != expected_seq:
@@ -1109,11 +1160,16 @@ class Batch:
             raise CortexError("batches do not nest; use the batch that is already open")
         if self._done or self._txn is not None:
             raise CortexError("a batch can be used once")
-        self._txn = cx._env.begin_write()
+        cx._env.hold_writer()  # kept until the batch ends, across any regrowth (G4)
         try:
-            self._first_seq = self._next_seq = self._txn.last_seq() + 1
+            self._txn = cx._env.begin_write()
+            try:
+                self._first_seq = self._next_seq = self._txn.last_seq() + 1
+            except BaseException:
+                self._txn.abort()
+                raise
         except BaseException:
-            self._txn.abort()
+            cx._env.release_writer()
             raise
         cx._local.batch = self
         return self
@@ -1126,15 +1182,19 @@ class Batch:
     ) -> None:
         self._cx._local.batch = None
         self._done = True
-        if exc_type is not None or self._failed is not None:
-            self._txn.abort()
-            if exc_type is None and self._failed is not None:
-                raise CortexError(
-                    "the batch was rolled back because an operation in it failed after"
-                    f" touching the store: {self._failed!r}"
-                ) from self._failed
-            return
-        self._commit()
+        try:
+            if exc_type is not None or self._failed is not None:
+                self._txn.abort()
+                if exc_type is None and self._failed is not None:
+                    raise CortexError(
+                        "the batch was rolled back because an operation in it failed after"
+                        f" touching the store: {self._failed!r}"
+                    ) from self._failed
+                return
+            self._commit()
+        finally:
+            self._txn.abort()  # a no-op once committed; ends a transaction a failure left
+            self._cx._env.release_writer()
 
     def _commit(self) -> None:
         try:
