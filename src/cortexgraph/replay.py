@@ -309,7 +309,9 @@ def _stopped(actor: str, started: float, exc: CortexError) -> ActorReport:
     """A failed report for an error that kept the check from running to the end."""
     table = getattr(exc, "table", None)
     problems = [f"cannot verify the store: {exc}"]
-    return _failed(actor, started, type(exc).__name__, problems, {} if table is None else {table: False})
+    return _failed(
+        actor, started, type(exc).__name__, problems, {} if table is None else {table: False}
+    )
 
 
 def _failed(

@@ -131,8 +131,11 @@ class _Walk:
         self.last_pg = last_pg
         if (last_pg + 1) * self.psize > len(self.data):
             return [
-                PageProblem("meta", f"meta page (txnid {txnid}) ends the file at page {last_pg},"
-                            f" beyond its {self.pages} pages")
+                PageProblem(
+                    "meta",
+                    f"meta page (txnid {txnid}) ends the file at page {last_pg},"
+                    f" beyond its {self.pages} pages",
+                )
             ]
         self.seen.update((0, 1))
         free, main = dbs
@@ -166,7 +169,9 @@ class _Walk:
     def page(self, table: str, pgno: int, what: str) -> int:
         """The offset of page ``pgno``, checked to be inside the file and reached once."""
         if not 2 <= pgno <= self.last_pg:
-            raise PageProblem(table, f"{table}: {what} points to page {pgno}, outside 2..{self.last_pg}")
+            raise PageProblem(
+                table, f"{table}: {what} points to page {pgno}, outside 2..{self.last_pg}"
+            )
         if pgno in self.seen:
             raise PageProblem(table, f"{table}: page {pgno} is reached twice")
         self.seen.add(pgno)
@@ -192,7 +197,9 @@ class _Walk:
             start = self.page(table, pgno, "a tree")
             _, _, flags, lower, upper = _HEADER.unpack_from(data, start)
             if flags not in (_P_BRANCH, _P_LEAF) or level > depth:
-                raise PageProblem(table, f"{table}: page {pgno} has flags {flags:#x} at level {level}")
+                raise PageProblem(
+                    table, f"{table}: page {pgno} has flags {flags:#x} at level {level}"
+                )
             count = (lower - _HDR) >> 1
             if lower < _HDR + 2 or lower & 1 or not lower <= upper <= psize:
                 raise PageProblem(
@@ -217,7 +224,9 @@ class _Walk:
                 if nflags == _F_BIGDATA:
                     if end + 8 > psize:
                         raise PageProblem(table, f"{table}: page {pgno} has a key past its end")
-                    counted[2] += self.overflow(table, _U64.unpack_from(data, start + end)[0], dsize)
+                    counted[2] += self.overflow(
+                        table, _U64.unpack_from(data, start + end)[0], dsize
+                    )
                 elif nflags in (0, _F_SUBDATA):
                     if end + dsize > psize:
                         raise PageProblem(table, f"{table}: page {pgno} has a value past its end")
@@ -244,7 +253,7 @@ class _Walk:
         start = self.page(table, pgno, "a large value")
         flags = _HEADER.unpack_from(self.data, start)[2]
         pages = int.from_bytes(self.data[start + 12 : start + 16], "little")
-        if flags != _P_OVERFLOW or not 1 <= pages or _HDR + dsize > pages * self.psize:
+        if flags != _P_OVERFLOW or not pages >= 1 or _HDR + dsize > pages * self.psize:
             raise PageProblem(table, f"{table}: overflow page {pgno} is malformed")
         if pgno + pages - 1 > self.last_pg:
             raise PageProblem(table, f"{table}: overflow run at page {pgno} passes the file's end")
