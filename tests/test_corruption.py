@@ -193,6 +193,93 @@ def test_merkle_readers_fail_typed_on_damaged_nodes(store: Path) -> None:
 
 
 # ---------------------------------------------------------------------------
+# verify reports every actor and every problem
+
+
+def _main_tree_root(data: bytes) -> int:
+    """The page number of the main tree's root, from the newest of the two meta pages."""
+    metas = []
+    for page in (0, 1):
+        base = page * PAGE
+        txnid = int.from_bytes(data[base + 144 : base + 152], "little")
+        metas.append((txnid, int.from_bytes(data[base + 128 : base + 136], "little")))
+    return max(metas)[1]
+
+
+def _run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    from cortexgraph.cli import main
+
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_verify_reports_a_damaged_page_without_letting_lmdb_read_it(
+    store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A damaged header of the main tree's root page (its ``lower`` bound: LMDB would take
+    garbage as node offsets) is found by the page check, reported as a CorruptionError
+    naming the tree, and the CLI prints a JSON report with ok false and exits 1."""
+    root = tmp_path / "copy"
+    shutil.copytree(store, root)
+    path = root / ACTOR / "data.mdb"
+    data = bytearray(path.read_bytes())
+    data[_main_tree_root(bytes(data)) * PAGE + 12] ^= 0xFF
+    path.write_bytes(bytes(data))
+    report = cg.verify(root)
+    [actor] = report.actors
+    assert (report.ok, actor.error, actor.tables) == (False, "CorruptionError", {"main": False})
+    assert "damaged LMDB page structure in 'main'" in actor.problems[0]
+    code, out = _run_cli(capsys, "verify", str(root), "--json", "--no-progress")
+    assert (code, json.loads(out)["ok"]) == (1, False)
+
+
+def test_verify_goes_on_past_a_store_it_cannot_open(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Under a root holding two healthy actors and, between them, an LMDB environment that
+    is not a cortexgraph store, verify reports all three: the foreign one failed with a
+    typed error kind and a problem, the two others verified; the CLI exits 1 with one
+    JSON report naming the three."""
+    root = tmp_path / "root"
+    for name in ("alice", "carol"):
+        with cg.open(root, name, sync=False) as cx:
+            cx.write(cg.Fact(text=f"{name} was here"), at=T0)
+    foreign = lmdb.open(str(root / "bob"), max_dbs=2)
+    with foreign.begin(write=True) as txn:
+        txn.put(b"key", b"value")
+    foreign.close()
+    report = cg.verify(root)
+    by_actor = {a.actor: a for a in report.actors}
+    assert sorted(by_actor) == ["alice", "bob", "carol"]
+    assert (by_actor["alice"].ok, by_actor["carol"].ok, by_actor["bob"].ok) == (True, True, False)
+    assert by_actor["bob"].error is not None and by_actor["bob"].problems
+    code, out = _run_cli(capsys, "verify", str(root), "--json", "--no-progress")
+    printed = json.loads(out)
+    assert (code, printed["ok"], len(printed["actors"])) == (1, False, 3)
+
+
+@pytest.mark.parametrize("where", ["missing", "file", "empty"])
+def test_verify_usage_errors_print_a_json_report_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    """A root that is missing, a file, or holds no store is a usage error: exit 2, and with
+    --json still one JSON report (ok false, the error kind) on stdout."""
+    root = tmp_path / "root"
+    if where == "file":
+        root.write_text("not a directory")
+    elif where == "empty":
+        root.mkdir()
+    code, out = _run_cli(capsys, "verify", str(root), "--json", "--no-progress")
+    printed = json.loads(out)
+    assert (code, printed["ok"], printed["actors"], printed["error"]) == (
+        2,
+        False,
+        [],
+        "NotFoundError",
+    )
+
+
+# ---------------------------------------------------------------------------
 # the sweep: one flipped byte of data.mdb, in child processes
 
 PAGE = 4096
