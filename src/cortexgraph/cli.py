@@ -433,19 +433,26 @@ class _ProgressBar:
 
 
 def cmd_verify(args: argparse.Namespace, out: _Output) -> int:
+    """Replay-verify every actor (or ``--actor``): exit 0 when all check out, 1 when
+    anything is wrong (the report lists each problem per actor), 2 for usage errors (the
+    root is missing or not a directory, no store under it, a bad actor name). With
+    ``--json`` one JSON report is printed on stdout in every case."""
     bar = _ProgressBar(enabled=not args.no_progress)
     try:
         if not Path(args.store_root).is_dir():
-            _fail(out, "NotFoundError", f"{args.store_root} is not a directory")
-            return 2
+            raise NotFoundError(f"{args.store_root} is not a directory")
         report = verify(
             args.store_root, args.actor, progress=lambda a, d, t: bar(f"verifying {a}", d, t)
         )
+    except (NotFoundError, ValidationError) as exc:
+        _fail(out, type(exc).__name__, str(exc))
+        out.emit({"ok": False, "actors": [], "error": type(exc).__name__, "message": str(exc)})
+        return 2
     finally:
         bar.finish()
     lines = []
     for actor in report.actors:
-        status = "ok" if actor.ok else "MISMATCH"
+        status = "ok" if actor.ok else "MISMATCH" if actor.error is None else actor.error
         lines.append(
             f"{actor.actor}: {status} — {actor.entries:,} entries, {actor.snapshots_checked}"
             f" snapshot(s), root {actor.overall_root[:16] or '-'}, {actor.seconds:.2f}s"

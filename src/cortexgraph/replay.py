@@ -15,6 +15,15 @@ environment, rebuilds there, and compares with the original:
   manifest the rebuild computes at its seq (M10);
 - every derived table must be byte-identical (J4), and the original's OverallRoot, as its
   own ``mmr`` and ``smt`` tables give it, must equal the rebuilt one.
+
+Before LMDB reads a store, the page structure of its ``data.mdb`` is checked without LMDB
+(:mod:`cortexgraph.store.pages`): LMDB does not check its pages, and a damaged page
+header can make it read past the file and kill the process. A store whose pages are
+damaged is reported, not opened.
+
+Verification never stops at the first problem: each actor is verified on its own (a store
+that cannot be opened is reported and the others are still checked), and within an actor a
+table that cannot be read is reported and the other checks still run.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from .core.uri import check_name
 from .cortex import Cortex, open
 from .errors import CorruptionError, CortexError, NotFoundError
 from .store.env import DERIVED_TABLES, Environment, ReadTxn, WriteTxn
+from .store.pages import check_pages
 
 __all__ = [
     "ActorReport",
@@ -57,7 +67,14 @@ _PROGRESS_EVERY = 2048
 
 @attrs.frozen
 class ActorReport:
-    """The verification of one actor's store."""
+    """The verification of one actor's store.
+
+    ``ok`` only if nothing was found. ``problems`` lists everything found, one sentence
+    each, naming the table or seq where known; ``tables`` maps each table that was
+    compared or found damaged to whether it checked out. ``error`` is the kind of error
+    (``"CorruptionError"``, ``"StorageError"``, ...) that kept the check from running to
+    the end, None when it ran to the end.
+    """
 
     actor: str
     ok: bool
@@ -69,6 +86,7 @@ class ActorReport:
     snapshots_checked: int
     problems: tuple[str, ...]
     seconds: float
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
@@ -169,7 +187,7 @@ def _replay(
 def _journal(txn: ReadTxn) -> Iterator[tuple[int, bytes]]:
     with txn.cursor("journal") as cur:
         for key, value in cur:
-            yield seq_from_key(key), bytes(value)
+            yield seq_from_key(key, table="journal"), bytes(value)
 
 
 def drop_derived(cx: Cortex) -> None:
@@ -233,7 +251,10 @@ def verify(
     """Verify the store of ``actor`` under ``root`` (every actor when ``actor`` is None).
 
     Opens each store read-only; nothing is written to it. ``progress(actor, done, total)``
-    is called as entries are replayed.
+    is called as entries are replayed. Each actor is checked on its own: a store that is
+    damaged, or that cannot be opened (not a cortexgraph store, an unreadable identity),
+    gives an :class:`ActorReport` with ``ok=False`` and the problem, and the other actors
+    are still verified.
 
     Raises:
         NotFoundError: ``root`` holds no store (or not ``actor``'s).
@@ -241,6 +262,8 @@ def verify(
     root = Path(root)
     if actor is not None:
         actors = [check_name(actor, "actor")]
+        if not (root / actor / "data.mdb").exists():
+            raise NotFoundError(f"no cortexgraph store for actor {actor!r} under {root}")
     else:
         actors = (
             sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "data.mdb").exists())
@@ -251,10 +274,66 @@ def verify(
             raise NotFoundError(f"no cortexgraph store under {root}")
     reports = []
     for name in actors:
-        with open(root, name, readonly=True) as cx:
-            step = None if progress is None else _bind(progress, name)
-            reports.append(verify_cortex(cx, progress=step))
+        step = None if progress is None else _bind(progress, name)
+        reports.append(_verify_actor(root, name, step))
     return VerifyReport(all(r.ok for r in reports), tuple(reports))
+
+
+def _verify_actor(root: Path, actor: str, progress: Progress | None) -> ActorReport:
+    """Check the pages of ``actor``'s store, then open it and verify it; a store that is
+    damaged or cannot be opened gives a failed report instead of an error."""
+    started = time.perf_counter()
+    damaged = _damaged_pages(actor, root / actor / "data.mdb", started)
+    if damaged is not None:
+        return damaged
+    try:
+        with open(root, actor, readonly=True) as cx:
+            return _verify_open(cx, progress)
+    except CortexError as exc:
+        return _stopped(actor, started, exc)
+
+
+def _damaged_pages(actor: str, path: Path, started: float) -> ActorReport | None:
+    """A failed report if the pages of ``path`` are damaged or unreadable, else None."""
+    try:
+        damaged = check_pages(path)
+    except OSError as exc:
+        return _failed(actor, started, "StorageError", [f"cannot read {path}: {exc}"], {})
+    if not damaged:
+        return None
+    problems = [f"damaged LMDB page structure in {p.table!r}: {p}" for p in damaged]
+    return _failed(actor, started, "CorruptionError", problems, {p.table: False for p in damaged})
+
+
+def _stopped(actor: str, started: float, exc: CortexError) -> ActorReport:
+    """A failed report for an error that kept the check from running to the end."""
+    table = getattr(exc, "table", None)
+    problems = [f"cannot verify the store: {exc}"]
+    return _failed(
+        actor, started, type(exc).__name__, problems, {} if table is None else {table: False}
+    )
+
+
+def _failed(
+    actor: str,
+    started: float,
+    error: str,
+    problems: list[str],
+    tables: dict[str, bool],
+) -> ActorReport:
+    return ActorReport(
+        actor=actor,
+        ok=False,
+        entries=0,
+        overall_root="",
+        stored_root=None,
+        first_bad_seq=None,
+        tables=tables,
+        snapshots_checked=0,
+        problems=tuple(problems),
+        seconds=round(time.perf_counter() - started, 3),
+        error=error,
+    )
 
 
 def _bind(progress: Callable[[str, int, int], None], actor: str) -> Progress:
@@ -262,11 +341,24 @@ def _bind(progress: Callable[[str, int, int], None], actor: str) -> Progress:
 
 
 def verify_cortex(cx: Cortex, *, progress: Progress | None = None) -> ActorReport:
-    """Verify an open store against a rebuild of its own journal (see the module doc)."""
+    """Verify an open store against a rebuild of its own journal (see the module doc).
+
+    The page structure is checked first; a store with damaged pages is reported without
+    letting LMDB walk it. Problems are reported, never raised.
+    """
+    damaged = _damaged_pages(cx.actor, cx._env.path / "data.mdb", time.perf_counter())
+    return damaged if damaged is not None else _verify_open(cx, progress)
+
+
+def _verify_open(cx: Cortex, progress: Progress | None) -> ActorReport:
+    """Verify a store whose pages were checked (see the module doc)."""
+    started = time.perf_counter()
     scratch_dir = Path(tempfile.mkdtemp(prefix="cortexgraph-verify-"))
     try:
         with cx._env.read() as original:
             return _Verifier(cx, original, scratch_dir, progress).run()
+    except CortexError as exc:
+        return _stopped(cx.actor, started, exc)
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)
 
@@ -352,9 +444,9 @@ class _Verifier:
                 checkpoints=[s for s in self.snapshots if s <= self.total],
                 on_checkpoint=self.check_snapshot,
             )
-        except ReplayError as exc:
+        except CorruptionError as exc:  # a ReplayError names its seq; a damaged row may not
             txn.abort()
-            self.bad(exc.seq, str(exc))
+            self.bad(getattr(exc, "seq", None), str(exc))
             return False
         except BaseException:
             txn.abort()
@@ -399,7 +491,12 @@ class _Verifier:
         """Every derived table must be byte-identical to the rebuild's (J4)."""
         with scratch.read() as rebuilt:
             for table in DERIVED_TABLES:
-                key = _first_difference(self.original, rebuilt, table)
+                try:
+                    key = _first_difference(self.original, rebuilt, table)
+                except CorruptionError as exc:
+                    self.tables[table] = False
+                    self.bad(None, f"derived table {table!r} cannot be read: {exc}")
+                    continue
                 self.tables[table] = key is None
                 if key is not None:
                     self.bad(
@@ -408,19 +505,23 @@ class _Verifier:
 
 
 def _stored_snapshots(txn: ReadTxn, problems: list[str]) -> dict[int, SnapshotManifest]:
+    """The readable snapshot manifests by seq; each unreadable one adds a problem."""
     out: dict[int, SnapshotManifest] = {}
-    with txn.cursor("snapshots") as cur:
-        for key, value in cur:
-            seq = seq_from_key(key)
-            try:
-                manifest = SnapshotManifest.decode(bytes(value))
-            except CorruptionError as exc:
-                problems.append(f"snapshot at seq {seq} is unreadable: {exc}")
-                continue
-            if manifest.seq != seq:
-                problems.append(f"snapshot stored at seq {seq} says seq {manifest.seq}")
-                continue
-            out[seq] = manifest
+    try:
+        with txn.cursor("snapshots") as cur:
+            for key, value in cur:
+                try:
+                    seq = seq_from_key(key, table="snapshots")
+                    manifest = SnapshotManifest.decode(bytes(value))
+                except CorruptionError as exc:
+                    problems.append(f"snapshot at key {bytes(key).hex()} is unreadable: {exc}")
+                    continue
+                if manifest.seq != seq:
+                    problems.append(f"snapshot stored at seq {seq} says seq {manifest.seq}")
+                    continue
+                out[seq] = manifest
+    except CorruptionError as exc:
+        problems.append(f"the snapshots table cannot be read: {exc}")
     return out
 
 

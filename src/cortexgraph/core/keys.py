@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import struct
 
+from ..errors import CorruptionError
+
 __all__ = [
     "ID_SIZE",
     "IDX_STATUS",
@@ -56,8 +58,16 @@ def seq_key(seq: int) -> bytes:
     return _U64.pack(seq)
 
 
-def seq_from_key(key: bytes) -> int:
-    """The seq a journal key encodes."""
+def seq_from_key(key: bytes, *, table: str = "journal") -> int:
+    """The seq a journal (or ``snapshots``) key encodes.
+
+    Raises:
+        CorruptionError: the key is not 8 bytes long.
+    """
+    if len(key) != 8:
+        raise CorruptionError(
+            f"a {table} key must be 8 bytes, not {len(key)}", table=table, operation="decode"
+        )
     return int(_U64.unpack(key)[0])
 
 
