@@ -10,6 +10,8 @@ claim by counting the texts handed to ``embed``.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import signal
 import subprocess
@@ -23,6 +25,7 @@ import pytest
 from numpy.typing import NDArray
 
 import cortexgraph as cg
+from cortexgraph.cli import main
 from cortexgraph.embed import HashEmbedder
 from cortexgraph.recall import SAVE_EVERY, sync_vectors
 from cortexgraph.vector.index import VectorIndex
@@ -301,3 +304,80 @@ def test_backfill_resumes_after_sigkill(tmp_path: Path) -> None:
     assert len(fake.texts) == count - 2 * CHUNK
     assert cached_vectors(tmp_path) == count
     assert_reader_embeds_only_queries(tmp_path)
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+class FakeTerminal(io.StringIO):
+    """A stderr that says it is a terminal, so that progress bars are drawn into it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_cli_writes_embed_and_recall_embeds_only_the_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`remember` and `update` embed what they write, so the read-only `recall` finds the
+    cache full: it embeds nothing before its query, prints no back-fill hint, and `backfill`
+    has nothing left to do."""
+    where = ["--root", str(tmp_path), "--actor", "a", "--json"]
+    assert main(["remember", "deploys go through CI", *where]) == 0
+    uri = json.loads(capsys.readouterr().out)["uri"]
+    assert main(["update", uri, "--text", "deploys go through Argo", *where]) == 0
+    capsys.readouterr()
+    assert cached_vectors(tmp_path) == 2
+    with cg.open(tmp_path, "a", readonly=True) as ro:
+        assert sync_vectors(ro) == 0
+    assert main(["recall", "argo", "--mode", "vector", *where[:-1]]) == 0
+    out, err = capsys.readouterr()
+    assert "deploys go through Argo" in out and err == ""
+    assert main(["backfill", *where]) == 0
+    assert json.loads(capsys.readouterr().out) == {"embedded": 0, "embedder": "hash-v1-384"}
+
+
+def test_cli_read_only_recall_says_a_backfill_would_help(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only `recall` that must embed many memories shows a progress bar on a
+    terminal and says on stderr that `cortexgraph backfill` would embed them once; after
+    `backfill` (which shows its own progress), the hint is gone."""
+    write_store(tmp_path, 300)
+    where = ["--root", str(tmp_path), "--actor", "a"]
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["recall", "deploy cache", *where]) == 0
+    err = terminal.getvalue()
+    assert "300 memories have no cached vector" in err and "`cortexgraph backfill`" in err
+    assert "embedding a: 100%" in err and "300/300" in err
+    terminal.seek(0)
+    terminal.truncate()
+    assert main(["backfill", *where]) == 0
+    assert "embedded 300 memories with hash-v1-64" in capsys.readouterr().out
+    assert "embedding a: 100%" in terminal.getvalue()
+    terminal.seek(0)
+    terminal.truncate()
+    assert main(["recall", "deploy cache", *where]) == 0
+    assert terminal.getvalue() == ""
+    assert cached_vectors(tmp_path) == 300
+
+
+def test_cli_progress_bars_are_drawn_only_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`rebuild` and `verify` draw their bars (tqdm) on a terminal stderr; not when stderr
+    is not a terminal, nor with --json / --no-progress."""
+    write_store(tmp_path, 50)
+    where = ["--root", str(tmp_path), "--actor", "a"]
+    assert main(["rebuild", *where]) == 0 and main(["verify", str(tmp_path)]) == 0
+    assert capsys.readouterr().err == ""
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["rebuild", *where, "--json"]) == 0
+    assert main(["verify", str(tmp_path), "--no-progress"]) == 0
+    assert terminal.getvalue() == ""
+    assert main(["rebuild", *where]) == 0
+    assert "rebuilding a: 100%" in terminal.getvalue()
+    assert main(["verify", str(tmp_path)]) == 0
+    assert "verifying a: 100%" in terminal.getvalue()
