@@ -4,7 +4,9 @@ Keyword: BM25 over the ``postings`` table, served from the column index's per-te
 (``store.columns``). Vector: the embedder embeds :func:`core.fusion.embed_text` of each
 active memory; vectors are cached in the ``emb`` table by (embedder name, content hash)
 and indexed by a persisted hnswlib index (``vector.index``) that catches up with the
-journal from its watermark before each query. Hybrid: reciprocal-rank fusion of the two,
+journal from its watermark before each query. Writers fill the cache (after each batch
+with ``embed_on_write``, or by :func:`backfill_embeddings`), so readers embed only their
+query; every call of an embedder goes through ``embed.base.embed_checked``. Hybrid: reciprocal-rank fusion of the two,
 then graph expansion (1-hop neighbours of the top hits at a reduced score; ``source_of``
 edges attach the code an ArtifactRef holds), with salience breaking ties.
 """
