@@ -305,8 +305,6 @@ def _catch_up_vectors(cx: Cortex, out: _Output) -> None:
     """Bring the vector index up to date before a recall, showing progress on a terminal
     when memories must be embedded; on a read-only handle, which cannot cache what it
     embeds, say when many are and that `cortexgraph backfill` would embed them once."""
-    bar = _ProgressBar(enabled=not out.as_json)
-
     def progress(done: int, total: int) -> None:
         if done == 0 and total >= _BACKFILL_HINT and cx.readonly and not out.as_json:
             print(
@@ -317,10 +315,8 @@ def _catch_up_vectors(cx: Cortex, out: _Output) -> None:
             )
         bar(f"embedding {cx.actor}", done, total)
 
-    try:
+    with _ProgressBar(enabled=not out.as_json) as bar:
         sync_vectors(cx, progress=progress)
-    finally:
-        bar.finish()
 
 
 def cmd_recall(args: argparse.Namespace, out: _Output) -> int:
@@ -473,18 +469,21 @@ class _ProgressBar:
             self._bar.close()
             self._bar = None
 
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
+
 
 def cmd_verify(args: argparse.Namespace, out: _Output) -> int:
-    bar = _ProgressBar(enabled=not args.no_progress)
-    try:
-        if not Path(args.store_root).is_dir():
-            _fail(out, "NotFoundError", f"{args.store_root} is not a directory")
-            return 2
+    if not Path(args.store_root).is_dir():
+        _fail(out, "NotFoundError", f"{args.store_root} is not a directory")
+        return 2
+    with _ProgressBar(enabled=not args.no_progress) as bar:
         report = verify(
             args.store_root, args.actor, progress=lambda a, d, t: bar(f"verifying {a}", d, t)
         )
-    finally:
-        bar.finish()
     lines = []
     for actor in report.actors:
         status = "ok" if actor.ok else "MISMATCH"
@@ -500,24 +499,16 @@ def cmd_verify(args: argparse.Namespace, out: _Output) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace, out: _Output) -> int:
-    bar = _ProgressBar(enabled=not args.json)
-    with _open(args) as cx:
-        try:
-            count = cx.rebuild(progress=lambda d, t: bar(f"rebuilding {cx.actor}", d, t))
-        finally:
-            bar.finish()
+    with _open(args) as cx, _ProgressBar(enabled=not args.json) as bar:
+        count = cx.rebuild(progress=lambda d, t: bar(f"rebuilding {cx.actor}", d, t))
         root = cx.overall_root().hex()
     out.emit({"entries": count, "overall_root": root}, f"rebuilt {count:,} entries; root {root}")
     return 0
 
 
 def cmd_backfill(args: argparse.Namespace, out: _Output) -> int:
-    bar = _ProgressBar(enabled=not args.json)
-    with _open(args) as cx:
-        try:
-            count = cx.backfill_embeddings(progress=lambda d, t: bar(f"embedding {cx.actor}", d, t))
-        finally:
-            bar.finish()
+    with _open(args) as cx, _ProgressBar(enabled=not args.json) as bar:
+        count = cx.backfill_embeddings(progress=lambda d, t: bar(f"embedding {cx.actor}", d, t))
         name = cx.embedder.name
     out.emit(
         {"embedded": count, "embedder": name},

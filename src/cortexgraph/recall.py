@@ -6,9 +6,10 @@ active memory; vectors are cached in the ``emb`` table by (embedder name, conten
 and indexed by a persisted hnswlib index (``vector.index``) that catches up with the
 journal from its watermark before each query. Writers fill the cache (after each batch
 with ``embed_on_write``, or by :func:`backfill_embeddings`), so readers embed only their
-query; every call of an embedder goes through ``embed.base.embed_checked``. Hybrid: reciprocal-rank fusion of the two,
-then graph expansion (1-hop neighbours of the top hits at a reduced score; ``source_of``
-edges attach the code an ArtifactRef holds), with salience breaking ties.
+query; every call of an embedder goes through ``embed.base.embed_checked``. Hybrid:
+reciprocal-rank fusion of the two, then graph expansion (1-hop neighbours of the top hits
+at a reduced score; ``source_of`` edges attach the code an ArtifactRef holds), with
+salience breaking ties.
 """
 
 from __future__ import annotations
@@ -482,7 +483,7 @@ def embed_written(cx: Cortex, ids: Iterable[bytes]) -> None:
             f"the batch is committed, but its memories were not embedded ({exc}); "
             "Cortex.backfill_embeddings (`cortexgraph backfill`) embeds them later",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
 
 
