@@ -127,6 +127,79 @@ def test_empty_input_gives_an_empty_matrix() -> None:
     assert out.dtype == np.float32
 
 
+# --- faulty custom embedders: one typed error, the store unchanged --------------------------
+
+FAULTS: dict[str, Callable[[list[str], int], Any]] = {
+    "wrong dimension": lambda texts, dim: np.ones((len(texts), dim + 1), dtype=np.float32),
+    "too few rows": lambda texts, dim: np.ones((len(texts) - 1, dim), dtype=np.float32),
+    "too many rows": lambda texts, dim: np.ones((len(texts) + 1, dim), dtype=np.float32),
+    "None": lambda texts, dim: None,
+    "one-dimensional": lambda texts, dim: np.ones(dim * len(texts), dtype=np.float32),
+    "integers": lambda texts, dim: np.ones((len(texts), dim), dtype=np.int64),
+    "strings": lambda texts, dim: np.full((len(texts), dim), "x"),
+    "objects": lambda texts, dim: np.full((len(texts), dim), None, dtype=object),
+    "ragged list": lambda texts, dim: [[1.0] * dim, [1.0]] * len(texts),
+    "NaN": lambda texts, dim: np.full((len(texts), dim), np.nan, dtype=np.float32),
+    "infinity": lambda texts, dim: np.full((len(texts), dim), -np.inf, dtype=np.float32),
+    "float32 overflow": lambda texts, dim: np.full((len(texts), dim), 1e300),
+    "raises": lambda texts, dim: {}["no such key"],
+}
+
+
+class FaultyFakeEmbedder:
+    """A fake custom embedder: good HashEmbedder vectors, except for the texts for which
+    ``faulty(texts)`` is true, where ``fault`` makes the reply."""
+
+    name, dim = "faulty-v1", 16
+
+    def __init__(self, fault: str, faulty: Callable[[list[str]], bool]) -> None:
+        self.fault, self.faulty = FAULTS[fault], faulty
+
+    def embed(self, texts: list[str]) -> Any:
+        if self.faulty(texts):
+            return self.fault(texts, self.dim)
+        return HashEmbedder(self.dim).embed(texts)
+
+
+@pytest.mark.parametrize("phase", ["memories", "query"])
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_a_faulty_embedder_gives_an_embedder_error(
+    tmp_path: Path, fault: str, phase: str
+) -> None:
+    """Whatever a custom embedder gets wrong (shape, rows, None, non-float values, NaN or
+    infinity, an exception of its own), embedding memories or a query raises
+    EmbedderError naming the embedder; nothing is cached and the store is unchanged."""
+    import cortexgraph as cg
+
+    query = "what do we deploy"
+    faulty = (lambda t: t != [query]) if phase == "memories" else (lambda t: t == [query])
+    embedder = FaultyFakeEmbedder(fault, faulty)
+    with cg.open(tmp_path, "a", sync=False, embedder=embedder) as cx:
+        for text in ("deploy the API", "roll back the API"):
+            cx.write(cg.Fact(text=text), at=1)
+        digests = cx.table_digests()
+        with pytest.raises(EmbedderError, match="embedder 'faulty-v1' ") as info:
+            cx.recall(query, k=2, mode="vector")
+        assert type(info.value) is EmbedderError
+        # the cache is not memory state: only the good vectors (of the memories, when the
+        # query was the bad one) were added to it
+        assert {**cx.table_digests(), "emb": ""} == {**digests, "emb": ""}
+        assert cx.stats().tables["emb"] == (0 if phase == "memories" else 2)
+
+
+def test_recall_blames_text_for_invalid_unicode(tmp_path: Path) -> None:
+    """A query that is not valid Unicode is refused naming recall's own argument ``text``,
+    not the embedder's internal ``texts``, in every mode."""
+    import cortexgraph as cg
+
+    with cg.open(tmp_path, "a", sync=False) as cx:
+        cx.write(cg.Fact(text="deploy"), at=1)
+        for mode in ("keyword", "vector", "hybrid"):
+            with pytest.raises(ValidationError) as info:
+                cx.recall("\ud800", mode=mode)
+            assert info.value.field == "text"
+
+
 # --- HashEmbedder ---------------------------------------------------------------------------
 
 HASH_TEXTS = ["The API is deployed by Argo CD", "Straße — naïve café, 東京 and emoji 🚀 ok", ""]

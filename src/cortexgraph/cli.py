@@ -37,6 +37,7 @@ from . import (
     verify_scope,
 )
 from .core.query import Predicate
+from .recall import sync_vectors
 
 __all__ = ["main"]
 
@@ -110,8 +111,16 @@ class _Output:
             print(text)
 
 
-def _open(args: argparse.Namespace, *, readonly: bool = False, create: bool = False) -> Cortex:
-    return open(args.root, args.actor, readonly=readonly, create=create)
+def _open(
+    args: argparse.Namespace,
+    *,
+    readonly: bool = False,
+    create: bool = False,
+    embed_on_write: bool = False,
+) -> Cortex:
+    return open(
+        args.root, args.actor, readonly=readonly, create=create, embed_on_write=embed_on_write
+    )
 
 
 def _memory_from_args(args: argparse.Namespace) -> Memory:
@@ -141,7 +150,9 @@ def cmd_init(args: argparse.Namespace, out: _Output) -> int:
 
 def cmd_remember(args: argparse.Namespace, out: _Output) -> int:
     memory = _memory_from_args(args)
-    with _open(args, create=True) as cx:
+    # every write through the CLI embeds what it wrote, so a later `recall` (read-only,
+    # unable to cache) finds every vector cached and embeds only its query
+    with _open(args, create=True, embed_on_write=True) as cx:
         uri = cx.write(memory, ns=args.ns)
     out.emit({"uri": str(uri)}, str(uri))
     return 0
@@ -166,7 +177,7 @@ def cmd_update(args: argparse.Namespace, out: _Output) -> int:
             changes[name] = value
     if args.tag is not None:
         changes["tags"] = args.tag
-    with _open(args) as cx:
+    with _open(args, embed_on_write=True) as cx:
         uri = cx.update(args.uri, expected_version=args.expected_version, **changes)
     out.emit({"uri": str(uri)}, str(uri))
     return 0
@@ -286,8 +297,32 @@ def cmd_traverse(args: argparse.Namespace, out: _Output) -> int:
     return 0
 
 
+#: a recall that must embed this many memories first says that a back-fill would help
+_BACKFILL_HINT = 100
+
+
+def _catch_up_vectors(cx: Cortex, out: _Output) -> None:
+    """Bring the vector index up to date before a recall, showing progress on a terminal
+    when memories must be embedded; on a read-only handle, which cannot cache what it
+    embeds, say when many are and that `cortexgraph backfill` would embed them once."""
+    def progress(done: int, total: int) -> None:
+        if done == 0 and total >= _BACKFILL_HINT and cx.readonly and not out.as_json:
+            print(
+                f"cortexgraph: {total:,} memories have no cached vector and are embedded for"
+                " this command only; `cortexgraph backfill` embeds them once for every"
+                " later recall",
+                file=sys.stderr,
+            )
+        bar(f"embedding {cx.actor}", done, total)
+
+    with _ProgressBar(enabled=not out.as_json) as bar:
+        sync_vectors(cx, progress=progress)
+
+
 def cmd_recall(args: argparse.Namespace, out: _Output) -> int:
     with _open(args, readonly=not args.late_binding) as cx:
+        if args.mode != "keyword":
+            _catch_up_vectors(cx, out)
         result = cx.recall(args.text, k=args.k, mode=args.mode, late_binding=args.late_binding)
         rows: list[dict[str, Any]] = [
             {
@@ -309,6 +344,8 @@ def cmd_recall(args: argparse.Namespace, out: _Output) -> int:
 
 def cmd_context(args: argparse.Namespace, out: _Output) -> int:
     with _open(args, readonly=True) as cx:
+        if args.query is not None:
+            _catch_up_vectors(cx, out)
         bundle = cx.context(
             query=args.query, budget_tokens=args.budget_tokens, channel=args.channel
         )
@@ -408,28 +445,35 @@ def cmd_inspect(args: argparse.Namespace, out: _Output) -> int:
 
 
 class _ProgressBar:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+    """A progress bar (tqdm's) on stderr, drawn only when stderr is a terminal and the
+    bar is enabled; ``bar(label, done, total)`` starts a new bar for a new label."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled = enabled and sys.stderr.isatty()
-        self.drawn = False
+        self._bar: Any = None  # tqdm.tqdm, imported only when a bar is drawn
+        self._label = ""
 
     def __call__(self, label: str, done: int, total: int) -> None:
         if not self.enabled:
             return
-        width = 30
-        filled = width if total == 0 else width * done // total
-        percent = 100 if total == 0 else 100 * done // total
-        bar = "#" * filled + "-" * (width - filled)
-        sys.stderr.write(f"\r{label} [{bar}] {done:,}/{total:,} {percent:3d}%")
-        sys.stderr.flush()
-        self.drawn = True
+        if self._bar is None or label != self._label or total != self._bar.total:
+            from tqdm import tqdm
+
+            self.finish()
+            self._bar = tqdm(total=total, desc=label, file=sys.stderr, dynamic_ncols=True)
+            self._label = label
+        self._bar.update(done - self._bar.n)
 
     def finish(self) -> None:
-        if self.drawn:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-            self.drawn = False
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.finish()
 
 
 def cmd_verify(args: argparse.Namespace, out: _Output) -> int:
@@ -437,19 +481,17 @@ def cmd_verify(args: argparse.Namespace, out: _Output) -> int:
     anything is wrong (the report lists each problem per actor), 2 for usage errors (the
     root is missing or not a directory, no store under it, a bad actor name). With
     ``--json`` one JSON report is printed on stdout in every case."""
-    bar = _ProgressBar(enabled=not args.no_progress)
     try:
         if not Path(args.store_root).is_dir():
             raise NotFoundError(f"{args.store_root} is not a directory")
-        report = verify(
-            args.store_root, args.actor, progress=lambda a, d, t: bar(f"verifying {a}", d, t)
-        )
+        with _ProgressBar(enabled=not args.no_progress) as bar:
+            report = verify(
+                args.store_root, args.actor, progress=lambda a, d, t: bar(f"verifying {a}", d, t)
+            )
     except (NotFoundError, ValidationError) as exc:
         _fail(out, type(exc).__name__, str(exc))
         out.emit({"ok": False, "actors": [], "error": type(exc).__name__, "message": str(exc)})
         return 2
-    finally:
-        bar.finish()
     lines = []
     for actor in report.actors:
         status = "ok" if actor.ok else "MISMATCH" if actor.error is None else actor.error
@@ -465,14 +507,21 @@ def cmd_verify(args: argparse.Namespace, out: _Output) -> int:
 
 
 def cmd_rebuild(args: argparse.Namespace, out: _Output) -> int:
-    bar = _ProgressBar(enabled=not args.json)
-    with _open(args) as cx:
-        try:
-            count = cx.rebuild(progress=lambda d, t: bar(f"rebuilding {cx.actor}", d, t))
-        finally:
-            bar.finish()
+    with _open(args) as cx, _ProgressBar(enabled=not args.json) as bar:
+        count = cx.rebuild(progress=lambda d, t: bar(f"rebuilding {cx.actor}", d, t))
         root = cx.overall_root().hex()
     out.emit({"entries": count, "overall_root": root}, f"rebuilt {count:,} entries; root {root}")
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace, out: _Output) -> int:
+    with _open(args) as cx, _ProgressBar(enabled=not args.json) as bar:
+        count = cx.backfill_embeddings(progress=lambda d, t: bar(f"embedding {cx.actor}", d, t))
+        name = cx.embedder.name
+    out.emit(
+        {"embedded": count, "embedder": name},
+        f"embedded {count:,} memories with {name}; every vector is cached and indexed",
+    )
     return 0
 
 
@@ -637,6 +686,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("rebuild", parents=[common], help="drop derived tables and replay")
     p.set_defaults(func=cmd_rebuild)
+
+    p = sub.add_parser(
+        "backfill",
+        parents=[common],
+        help="embed every memory not embedded yet, so that recall embeds only its query",
+    )
+    p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser("snapshot", parents=[common], help="store a snapshot manifest")
     p.set_defaults(func=cmd_snapshot)

@@ -81,7 +81,7 @@ from .errors import (
     VersionConflictError,
 )
 from .find import FindResult, run_find
-from .recall import RecallResult, VectorState, run_recall
+from .recall import RecallResult, VectorState, backfill_embeddings, embed_written, run_recall
 from .scope import export_scope
 from .store.columns import ColumnIndex
 from .store.env import (
@@ -118,6 +118,7 @@ def open(
     embedder: Embedder | None = None,
     reembed: bool = False,
     autolink: bool = False,
+    embed_on_write: bool = False,
 ) -> Cortex:
     """Open (or create) the memory of ``actor`` under ``root``.
 
@@ -142,6 +143,10 @@ def open(
         reembed: allow switching to a different embedder (see ``embedder``).
         autolink: after each write, link the new memory to its most similar neighbours
             from the keyword index (journaled ``relates_to`` edges; see ``compact``).
+        embed_on_write: after each committed batch, embed the new and changed memories
+            and cache their vectors (in a transaction of their own), so that vector
+            recall, in this process or any other, embeds only its query. Read-write
+            handles only; see ``docs/embedders.md``.
 
     Raises:
         ValidationError: a bad root, actor name, hash name or option (a root or actor
@@ -168,6 +173,10 @@ def open(
     for name, value in (("create", create), ("readonly", readonly), ("sync", sync)):
         if type(value) is not bool:
             raise ValidationError("must be True or False", field=name)
+    if type(embed_on_write) is not bool or (embed_on_write and readonly):
+        raise ValidationError(
+            "must be True or False, and False when read-only", field="embed_on_write"
+        )
     env = Environment(
         path,
         actor,
@@ -187,6 +196,7 @@ def open(
         raise ValidationError("must be True or False", field="autolink")
     cx = Cortex(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
     cx._autolink = autolink
+    cx._embed_on_write = embed_on_write
     return cx
 
 
@@ -268,6 +278,7 @@ class Cortex:
         self._embedder_spec = embedder_spec or {}
         self._vectors: VectorState | None = None
         self._autolink = False
+        self._embed_on_write = False
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -637,6 +648,30 @@ class Cortex:
         if self._embedder is None:
             self._embedder = embedder_for(self._embedder_spec)
         return self._embedder
+
+    def backfill_embeddings(self, *, progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed every active memory whose vector is not cached yet, then bring the vector
+        index up to date and save it, so that vector recall on any handle, read-only ones
+        included, embeds only its query.
+
+        Resumable: memories are embedded in chunks, each committed to the cache on its
+        own, so an interrupted back-fill (even by SIGKILL) loses at most one chunk and a
+        second run embeds only what is still missing. No journal entry is written: the
+        cache is not memory state.
+
+        Args:
+            progress: called as ``progress(done, total)``: ``total`` memories lacked a
+                vector, ``done`` of them are handled so far.
+
+        Returns:
+            How many texts were embedded now (memories with the same text share one).
+
+        Raises:
+            ReadOnlyError: the handle is read-only.
+            EmbedderError: the embedder failed or returned bad vectors (the chunks done
+                before stay cached).
+        """
+        return backfill_embeddings(self, progress=progress)
 
     def _vector_state(self) -> VectorState:
         state = self._vectors
@@ -1195,6 +1230,9 @@ class Batch:
         finally:
             self._txn.abort()  # a no-op once committed; ends a transaction a failure left
             self._cx._env.release_writer()
+        if self._cx._embed_on_write and self._dirty:
+            # committed; embedding outside the writer lock keeps other writers going
+            embed_written(self._cx, list(self._dirty))
 
     def _commit(self) -> None:
         try:

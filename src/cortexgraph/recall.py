@@ -4,16 +4,20 @@ Keyword: BM25 over the ``postings`` table, served from the column index's per-te
 (``store.columns``). Vector: the embedder embeds :func:`core.fusion.embed_text` of each
 active memory; vectors are cached in the ``emb`` table by (embedder name, content hash)
 and indexed by a persisted hnswlib index (``vector.index``) that catches up with the
-journal from its watermark before each query. Hybrid: reciprocal-rank fusion of the two,
-then graph expansion (1-hop neighbours of the top hits at a reduced score; ``source_of``
-edges attach the code an ArtifactRef holds), with salience breaking ties.
+journal from its watermark before each query. Writers fill the cache (after each batch
+with ``embed_on_write``, or by :func:`backfill_embeddings`), so readers embed only their
+query; every call of an embedder goes through ``embed.base.embed_checked``. Hybrid:
+reciprocal-rank fusion of the two, then graph expansion (1-hop neighbours of the top hits
+at a reduced score; ``source_of`` edges attach the code an ArtifactRef holds), with
+salience breaking ties.
 """
 
 from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -41,7 +45,8 @@ from .core.query import Predicate, check_predicate, to_dnf
 from .core.state import HeadState, Record, VersionState, slot_setters
 from .core.text import term_counts
 from .core.uri import MemoryURI
-from .errors import CorruptionError, CortexError, ValidationError
+from .embed.base import embed_checked
+from .errors import CorruptionError, CortexError, ReadOnlyError, ValidationError
 
 if TYPE_CHECKING:
     from .cortex import Cortex
@@ -50,7 +55,10 @@ if TYPE_CHECKING:
     from .store.env import ReadTxn
     from .vector.index import VectorIndex
 
-__all__ = ["RecallHit", "RecallResult"]
+__all__ = ["RecallHit", "RecallResult", "sync_vectors"]
+
+#: ``progress(done, total)``, called as long work advances
+Progress = Callable[[int, int], None]
 
 MAX_K = 1000
 #: a filter passing few memories is answered by exact vector search over them (see
@@ -74,8 +82,10 @@ def exact_filter_limit(live: int) -> int:
     (64, 331, 1048)
     """
     return max(EXACT_FILTERED_MIN, math.isqrt(11 * live))
-#: a vector index with this many unsaved changes is saved at the next query
-SAVE_EVERY = 2_000
+#: a writer saves its vector index once this many journal entries are not in the saved
+#: one (at the next recall, or after the batch with ``embed_on_write``), so a reader
+#: loading it catches up at most about this many memories (about 0.1 ms each)
+SAVE_EVERY = 1_000
 _EMBED_BATCH = 256
 
 
@@ -170,8 +180,69 @@ def content_key(name: str, text: str) -> bytes:
     return name.encode("utf-8") + b"\0" + blake3.blake3(text.encode("utf-8")).digest()
 
 
+def _index_directory(cx: Cortex) -> Path:
+    return Path(cx.path) / "vectors"
+
+
+def _live_texts(txn: ReadTxn, ids: Iterable[bytes]) -> tuple[list[tuple[bytes, str]], set[bytes]]:
+    """The text to embed (:func:`core.fusion.embed_text`) of each active memory of ``ids``,
+    in order, and the set of those that are not active."""
+    live: list[tuple[bytes, str]] = []
+    inactive: set[bytes] = set()
+    for memory_id in ids:
+        raw = txn.get("heads", memory_id)
+        if raw is None:
+            raise CortexError(f"memory {memory_id.hex()} vanished from the store")
+        head = HeadState.decode(raw)
+        if head.status != "active":
+            inactive.add(memory_id)
+            continue
+        version = txn.get("versions", memory_id + struct.pack(">I", head.head))
+        if version is None:
+            raise CortexError(f"memory {memory_id.hex()} has no head version")
+        live.append((memory_id, embed_text(VersionState.decode(version).memory(), head.ns)))
+    return live, inactive
+
+
+def _cached(txn: ReadTxn, key: bytes, dim: int) -> npt.NDArray[np.float32] | None:
+    """The cached vector under ``key``, or None (a row of the wrong size counts as none)."""
+    raw = txn.get("emb", key)
+    if raw is None or len(raw) != 4 * dim:
+        return None
+    return np.frombuffer(raw, dtype="<f4")
+
+
+def _uncached(txn: ReadTxn, ids: Iterable[bytes], embedder: Embedder) -> dict[bytes, str]:
+    """Cache key -> text of the active memories of ``ids`` whose vector is not cached."""
+    name, dim = embedder.name, embedder.dim
+    pending: dict[bytes, str] = {}
+    for _, text in _live_texts(txn, ids)[0]:
+        key = content_key(name, text)
+        if key not in pending and _cached(txn, key, dim) is None:
+            pending[key] = text
+    return pending
+
+
+def _embed_and_cache(
+    cx: Cortex, embedder: Embedder, pending: Mapping[bytes, str]
+) -> dict[bytes, npt.NDArray[np.float32]]:
+    """Embed the texts of ``pending`` (cache key -> text) and cache the vectors, in a write
+    transaction of their own (nothing is cached on a read-only handle)."""
+    keys = list(pending)
+    matrix = embed_checked(embedder, [pending[key] for key in keys])
+    rows = [(key, row.tobytes()) for key, row in zip(keys, matrix, strict=True)]
+    cx._env.write_cache("emb", rows)
+    return dict(zip(keys, matrix, strict=True))
+
+
 class VectorState:
-    """One handle's vector index and the embedder that fills it."""
+    """One handle's vector index and the embedder that fills it.
+
+    The index is loaded from ``<store>/vectors/`` when first needed and kept for the
+    handle's life; :meth:`sync` catches it up with the journal, taking vectors from the
+    ``emb`` cache and embedding only what no one cached. A read-only handle cannot cache
+    what it embeds nor save the index: what it embeds lives in its in-memory index only.
+    """
 
     def __init__(self, cx: Cortex, embedder: Embedder) -> None:
         from .vector.index import VectorIndex
@@ -179,8 +250,10 @@ class VectorState:
         self.cx = cx
         self.embedder = embedder
         self.index: VectorIndex = VectorIndex.open(
-            Path(cx.path) / "vectors", name=embedder.name, dim=embedder.dim
+            _index_directory(cx), name=embedder.name, dim=embedder.dim
         )
+        #: the watermark of the index saved on disk (None: none saved)
+        self.saved: int | None = self.index.watermark if self.index.status == "loaded" else None
         self.unsaved = 0
         #: column-index row of each vector label (-1: none), for the numbering of the
         #: column index's build ``_rows_build``
@@ -228,32 +301,27 @@ class VectorState:
                     rows[labels[i]] = found[i] = mapped
         return found
 
-    def sync(self, txn: ReadTxn, columns: ColumnIndex) -> None:
-        """Bring the index to the journal's end: embed what changed, drop what left."""
+    def sync(self, txn: ReadTxn, columns: ColumnIndex, progress: Progress | None = None) -> int:
+        """Bring the index to the journal's end: index what changed, drop what left.
+
+        Vectors come from the ``emb`` cache; the rest are embedded (and cached, on a
+        read-write handle). ``progress(done, total)`` follows the embedding, if any.
+
+        Returns:
+            How many texts were embedded (0 when the cache held every vector).
+        """
         last = txn.last_seq()
         index = self.index
         if index.watermark == last:
-            return
+            return 0
         if index.watermark > last or index.watermark == 0:
             todo = {columns.ids[row]: None for row in columns.active(columns.all_rows())}
-            gone: set[bytes] = set(self._indexed_ids()) - set(todo)
+            gone: set[bytes] = set(index.ids()) - set(todo)
         else:
-            todo, gone = self._changed(txn, index.watermark)
-        live: list[tuple[bytes, str]] = []
-        for memory_id in todo:
-            raw = txn.get("heads", memory_id)
-            if raw is None:
-                raise CortexError(f"memory {memory_id.hex()} vanished from the store")
-            head = HeadState.decode(raw)
-            if head.status != "active":
-                gone.add(memory_id)
-                continue
-            version = txn.get("versions", memory_id + struct.pack(">I", head.head))
-            if version is None:
-                raise CortexError(f"memory {memory_id.hex()} has no head version")
-            memory = VersionState.decode(version).memory()
-            live.append((memory_id, embed_text(memory, head.ns)))
-        vectors = self._vectors(txn, [text for _, text in live])
+            todo, gone = self._changed(txn, index.watermark), set()
+        live, inactive = _live_texts(txn, todo)
+        gone |= inactive
+        vectors, embedded = self._vectors(txn, [text for _, text in live], progress)
         for (memory_id, _), vector in zip(live, vectors, strict=True):
             index.upsert(memory_id, vector)
         for memory_id in sorted(gone):
@@ -261,54 +329,162 @@ class VectorState:
                 index.remove(memory_id)
         self.unsaved += len(live) + len(gone)
         index.watermark = last
-        if self.unsaved >= SAVE_EVERY or len(live) >= SAVE_EVERY:
+        if self.unsaved >= SAVE_EVERY:
             self.save()
+        return embedded
 
-    def _indexed_ids(self) -> list[bytes]:
-        return list(self.index.ids())
-
-    def _changed(self, txn: ReadTxn, since: int) -> tuple[dict[bytes, None], set[bytes]]:
+    def _changed(self, txn: ReadTxn, since: int) -> dict[bytes, None]:
+        """The memories whose head changed after journal seq ``since``."""
         todo: dict[bytes, None] = {}
         with txn.cursor("journal") as cur:
             if cur.set_range(seq_key(since + 1)):
                 for _, value in cur:
                     entry = decode_unchecked(bytes(value), what="a journal entry")
                     todo.update(dict.fromkeys(head_ids(entry["op"], entry)))
-        return todo, set()
+        return todo
 
-    def _vectors(self, txn: ReadTxn, texts: list[str]) -> list[npt.NDArray[np.float32]]:
-        """Vectors for ``texts``: from the ``emb`` cache, else embedded (and cached)."""
+    def _vectors(
+        self, txn: ReadTxn, texts: list[str], progress: Progress | None
+    ) -> tuple[list[npt.NDArray[np.float32]], int]:
+        """Vectors for ``texts``: from the ``emb`` cache, else embedded (and cached), in
+        chunks; and how many texts were embedded."""
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
         found: dict[bytes, npt.NDArray[np.float32]] = {}
         for key in keys:
-            raw = txn.get("emb", key)
-            if raw is not None and len(raw) == 4 * dim:
-                found[key] = np.frombuffer(raw, dtype="<f4")
+            vector = _cached(txn, key, dim)
+            if vector is not None:
+                found[key] = vector
         missing = list(dict.fromkeys(k for k in keys if k not in found))
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
-            fresh: list[tuple[bytes, bytes]] = []
+            if progress is not None:
+                progress(0, len(missing))
             for start in range(0, len(missing), _EMBED_BATCH):
                 chunk = missing[start : start + _EMBED_BATCH]
-                matrix = self.embedder.embed([text_of[k] for k in chunk])
-                for key, row in zip(chunk, np.asarray(matrix, dtype="<f4"), strict=True):
-                    found[key] = row
-                    fresh.append((key, row.tobytes()))
-            self.cx._env.write_cache("emb", fresh)
-        return [found[key] for key in keys]
+                pending = {key: text_of[key] for key in chunk}
+                found.update(_embed_and_cache(self.cx, self.embedder, pending))
+                if progress is not None:
+                    progress(start + len(chunk), len(missing))
+        return [found[key] for key in keys], len(missing)
 
     def save(self) -> None:
-        if not self.cx.readonly:
-            self.index.save(self.index.watermark)
+        """Save the index if it changed since it was loaded or saved (never on a read-only
+        handle: what a reader embedded is kept in memory only)."""
+        index = self.index
+        if not self.cx.readonly and (index.dirty or index.watermark != self.saved):
+            index.save(index.watermark)
+            self.saved = index.watermark
         self.unsaved = 0
 
     def query(self, text: str) -> npt.NDArray[np.float32]:
         """A query's vector: the text embedded as it is, without the ``[type] [ns]`` prefix
         memories get (measured: prefixing questions lowered vector recall on LoCoMo)."""
-        vectors = np.asarray(self.embedder.embed([text]), dtype=np.float32)
-        first: npt.NDArray[np.float32] = vectors[0]
+        first: npt.NDArray[np.float32] = embed_checked(self.embedder, [text])[0]
         return first
+
+
+# ---------------------------------------------------------------------------
+# embedding ahead of recall: back-fill, embed on write, catch-up
+
+
+def sync_vectors(cx: Cortex, *, progress: Progress | None = None) -> int:
+    """Bring the handle's vector index up to the journal's end now, rather than at the
+    next vector recall (which then embeds only its query).
+
+    Vectors a writer cached are reused; what is not cached is embedded, and on a
+    read-write handle cached. On a read-only handle it lives in this handle's in-memory
+    index only, so every new read-only handle embeds it again: run
+    :meth:`Cortex.backfill_embeddings` once to avoid that.
+
+    Args:
+        cx: an open handle.
+        progress: called as ``progress(done, total)`` while texts are embedded (not at
+            all when the cache holds every vector).
+
+    Returns:
+        How many texts were embedded.
+
+    Raises:
+        EmbedderError: the embedder failed or returned bad vectors.
+    """
+    if cx._active_batch() is not None:
+        raise CortexError("vectors sync with committed state; call it outside the batch")
+    with cx._indexed_read() as (txn, columns, _):
+        return cx._vector_state().sync(txn, columns, progress)
+
+
+def backfill_embeddings(cx: Cortex, *, progress: Progress | None = None) -> int:
+    """Carry out :meth:`Cortex.backfill_embeddings` (arguments as documented there)."""
+    if cx.readonly:
+        raise ReadOnlyError(f"{cx.path} is open read-only; back-fill needs a read-write handle")
+    if cx._active_batch() is not None:
+        raise CortexError("backfill_embeddings commits on its own; call it outside the batch")
+    if progress is not None and not callable(progress):
+        raise ValidationError("must be callable as progress(done, total)", field="progress")
+    embedder = cx.embedder
+    name, dim = embedder.name, embedder.dim
+    with cx._indexed_read() as (txn, columns, _):
+        active = [columns.ids[row] for row in columns.active(columns.all_rows()).tolist()]
+        missing = [
+            memory_id
+            for memory_id, text in _live_texts(txn, active)[0]
+            if _cached(txn, content_key(name, text), dim) is None
+        ]
+    total, embedded = len(missing), 0
+    if progress is not None:
+        progress(0, total)
+    for start in range(0, total, _EMBED_BATCH):
+        chunk = missing[start : start + _EMBED_BATCH]
+        # a short read; the embedding runs outside any transaction and its vectors are
+        # committed on their own, so a crash loses at most this chunk
+        with cx._env.read() as txn:
+            pending = _uncached(txn, chunk, embedder)
+        if pending:
+            _embed_and_cache(cx, embedder, pending)
+            embedded += len(pending)
+        if progress is not None:
+            progress(start + len(chunk), total)
+    sync_vectors(cx)
+    cx._vector_state().save()
+    return embedded
+
+
+def embed_written(cx: Cortex, ids: Iterable[bytes]) -> None:
+    """After a batch committed on a handle opened with ``embed_on_write=True``: embed and
+    cache the vectors of the active memories among ``ids`` that no one cached yet, then
+    save the vector index if the saved one lags the journal by :data:`SAVE_EVERY` entries
+    or more (so readers catch up little).
+
+    The batch is committed whatever happens here: an embedder or storage failure becomes a
+    ``RuntimeWarning`` (the memories stay unembedded until a back-fill or a recall embeds
+    them), never an error of the write that could make a caller write it twice.
+    """
+    from .vector.index import VectorIndex
+
+    try:
+        embedder = cx.embedder
+        with cx._env.read() as txn:
+            pending = _uncached(txn, ids, embedder)
+            last = txn.last_seq()
+        if pending:
+            _embed_and_cache(cx, embedder, pending)
+        state = cx._vectors
+        saved = (
+            state.saved
+            if state is not None
+            else VectorIndex.saved_watermark(_index_directory(cx), name=embedder.name)
+        )
+        if last - (saved or 0) >= SAVE_EVERY:
+            sync_vectors(cx)
+            cx._vector_state().save()
+    except CortexError as exc:
+        warnings.warn(
+            f"the batch is committed, but its memories were not embedded ({exc}); "
+            "Cortex.backfill_embeddings (`cortexgraph backfill`) embeds them later",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -318,6 +494,13 @@ class VectorState:
 def _check(text: object, k: object, mode: object, fusion: object, late_binding: object) -> None:
     if type(text) is not str or not text.strip():
         raise ValidationError("must be a non-empty string", field="text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # checked here, or the embedder's own check of its input would blame "texts"
+        raise ValidationError(
+            f"is not valid Unicode ({exc.reason} at index {exc.start})", field="text"
+        ) from None
     if type(k) is not int or not 1 <= k <= MAX_K:
         raise ValidationError(f"must be an integer in 1..{MAX_K}", field="k")
     if mode not in MODES:

@@ -14,9 +14,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import ValidationError
+from ..errors import CortexError, EmbedderError, ValidationError
 
-__all__ = ["Embedder", "check_texts", "normalize_rows"]
+__all__ = ["Embedder", "check_texts", "embed_checked", "normalize_rows"]
 
 
 @runtime_checkable
@@ -84,6 +84,74 @@ def check_texts(texts: object) -> list[str]:
                 f"item {i} is not valid Unicode ({exc.reason})", field="texts"
             ) from None
     return out
+
+
+def embed_checked(embedder: Embedder, texts: list[str]) -> NDArray[np.float32]:
+    """``embedder.embed(texts)``, checked: the one place the library calls an embedder.
+
+    Whatever an embedder returns is checked before a vector reaches the cache or the index,
+    so a faulty custom embedder gives one typed error naming it and what was wrong, never a
+    ``ValueError`` from numpy or hnswlib, nor a vector cached for good.
+
+    >>> from cortexgraph.embed import HashEmbedder
+    >>> embed_checked(HashEmbedder(8), ["deploy", "rollback"]).shape
+    (2, 8)
+    >>> class Short(HashEmbedder):
+    ...     def embed(self, texts):
+    ...         return super().embed(texts)[:1]
+    >>> embed_checked(Short(8), ["deploy", "rollback"])
+    Traceback (most recent call last):
+    ...
+    cortexgraph.errors.EmbedderError: embedder 'hash-v1-8' returned an array of shape (1, 8) ...
+
+    Args:
+        embedder: any :class:`Embedder`.
+        texts: the texts, already checked (see :func:`check_texts`).
+
+    Returns:
+        A C-contiguous little-endian ``float32`` array of shape ``(len(texts), dim)``.
+
+    Raises:
+        EmbedderError: ``embed`` raised an error that is not a ``CortexError``, or returned
+            None, something that is not a rectangular array of floats, the wrong number of
+            rows or columns, or a value that is NaN or infinite (also after the cast to
+            float32).
+        CortexError: whatever ``CortexError`` the embedder raised itself (an
+            ``EmbedderError`` from :class:`HttpEmbedder`, say).
+    """
+    name, dim = embedder.name, embedder.dim
+
+    def bad(why: str) -> EmbedderError:
+        return EmbedderError(f"embedder {name!r} {why}")
+
+    try:
+        result: object = embedder.embed(texts)
+    except CortexError:
+        raise
+    except Exception as exc:
+        raise bad(f"failed on {len(texts)} text(s): {exc!r}") from exc
+    if result is None:
+        raise bad(f"returned None for {len(texts)} text(s), not a ({len(texts)}, {dim}) array")
+    try:
+        matrix = np.asarray(result)
+    except (TypeError, ValueError) as exc:
+        raise bad(f"returned a {type(result).__name__} that is not an array ({exc})") from None
+    if matrix.dtype.kind != "f":
+        raise bad(f"returned {matrix.dtype} values, not floats (expected float32)")
+    if matrix.ndim != 2 or matrix.shape[0] != len(texts):
+        raise bad(
+            f"returned an array of shape {matrix.shape} for {len(texts)} text(s);"
+            f" expected ({len(texts)}, {dim})"
+        )
+    if matrix.shape[1] != dim:
+        raise bad(f"returned {matrix.shape[1]}-dimensional vectors, but its dim is {dim}")
+    with np.errstate(over="ignore"):
+        vectors = np.ascontiguousarray(matrix, dtype="<f4")
+    finite = np.isfinite(vectors).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        raise bad(f"returned NaN or infinity (as float32) in row {row} of {len(texts)}")
+    return vectors
 
 
 def normalize_rows(matrix: NDArray[np.floating] | NDArray[np.integer]) -> NDArray[np.float32]:

@@ -322,6 +322,23 @@ class VectorIndex:
             self.status, self.reason = "loaded", None
         return self
 
+    @staticmethod
+    def saved_watermark(directory: Path, *, name: str) -> int | None:
+        """The watermark the index saved for embedder ``name`` in ``directory`` records,
+        read from its metadata alone (no data file is read or checked): what a writer
+        needs to decide whether the saved index is fresh enough. None when there is no
+        readable metadata; :meth:`open` still checks everything before using the files.
+        """
+        path = Path(directory) / f"{file_stem(name)}.json"
+        try:
+            meta = json.loads(path.read_bytes().decode("ascii"))
+        except (OSError, UnicodeDecodeError, ValueError):
+            return None
+        watermark = meta.get("watermark") if isinstance(meta, dict) else None
+        if type(watermark) is not int or watermark < 0 or meta.get("name") != name:
+            return None
+        return watermark
+
     def _reset(self) -> None:
         index = hnswlib.Index(space=SPACE, dim=self.dim)
         index.init_index(
