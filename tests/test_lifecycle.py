@@ -13,12 +13,13 @@ import cortexgraph as cg
 
 
 def test_environment_lives_at_root_slash_actor(tmp_path: Path) -> None:
-    """One LMDB environment per actor at <root>/<actor>/, with LMDB's own files."""
+    """One LMDB environment per actor at <root>/<actor>/, with LMDB's own files and the
+    writer lock that keeps one batch at a time across processes."""
     with cg.open(tmp_path, "alice") as a, cg.open(tmp_path, "bob") as b:
         a.write(cg.Fact(text="alice's"))
         assert b.seq == 0
         assert a.path == tmp_path / "alice"
-    assert sorted(p.name for p in (tmp_path / "alice").iterdir()) == ["data.mdb", "lock.mdb"]
+    assert sorted(p.name for p in (tmp_path / "alice").iterdir()) == ["data.mdb", "lock.mdb", "writer.lock"]
 
 
 def test_second_open_in_one_process_is_a_clear_error(tmp_path: Path) -> None:
