@@ -29,6 +29,16 @@ class Store:
         self.cx.update(self.goal, expected_version=1, text="ship v1 by friday")
         self.dead = cx.write(cg.Constraint(text="never force-push"))
         cx.tombstone(self.dead, reason="obsolete")
+        self.attested = cx.attest([self.fact], outcome="success")
+
+
+def _write_in_batch(s: Store, memory: cg.Memory) -> Any:
+    with s.cx.batch() as b:
+        b.write(cg.Fact(text="valid, but rolled back with the batch"))
+        return b.write(memory)
+
+
+_WEIGHTS = (450_000, 200_000, 150_000, 100_000, 100_000)
 
 
 # Each case: (id, callable taking the Store, expected error type, words the message must hold,
@@ -205,6 +215,110 @@ CASES: list[Case] = [
         cg.ValidationError,
         ("at least one",),
         "cited",
+    ),
+    (
+        "attest-citing-a-non-uri",
+        lambda s: s.cx.write(cg.Attest(cited=["nope"], outcome="success")),
+        cg.ValidationError,
+        ("'nope' is not a memory URI",),
+        "cited",
+    ),
+    (
+        "attest-citing-an-unpinned-uri",
+        lambda s: s.cx.write(cg.Attest(cited=[str(s.fact.head)], outcome="success")),
+        cg.ValidationError,
+        ("not pinned to a version",),
+        "cited",
+    ),
+    (
+        "attest-citing-another-actors-memory",
+        lambda s: s.cx.write(
+            cg.Attest(cited=[f"cx://bob/default/{s.fact.id_hex}@1"], outcome="success")
+        ),
+        cg.ValidationError,
+        ("actor 'bob'",),
+        "cited",
+    ),
+    (
+        "attest-citing-a-missing-memory",
+        lambda s: s.cx.write(
+            cg.Attest(cited=[f"cx://agent/default/{'ab' * 16}@1"], outcome="success")
+        ),
+        cg.ValidationError,
+        ("names no memory of this store",),
+        "cited",
+    ),
+    (
+        "attest-citing-the-wrong-namespace",
+        lambda s: s.cx.write(
+            cg.Attest(cited=[f"cx://agent/project/{s.fact.id_hex}@1"], outcome="success")
+        ),
+        cg.ValidationError,
+        ("names no memory of this store",),
+        "cited",
+    ),
+    (
+        "attest-citing-a-missing-version",
+        lambda s: s.cx.write(cg.Attest(cited=[str(s.goal.at_version(3))], outcome="failure")),
+        cg.ValidationError,
+        ("version 3, but the latest is 2",),
+        "cited",
+    ),
+    (
+        "attest-citing-a-non-uri-in-a-batch",
+        lambda s: _write_in_batch(s, cg.Attest(cited=["nope"], outcome="success")),
+        cg.ValidationError,
+        ("not a memory URI",),
+        "cited",
+    ),
+    (
+        "attest-updated-to-cite-a-non-uri",
+        lambda s: s.cx.update(s.attested.attest, cited=["nope"]),
+        cg.ValidationError,
+        ("not a memory URI",),
+        "cited",
+    ),
+    (
+        "attest-verb-citing-a-missing-version",
+        lambda s: s.cx.attest([s.fact.at_version(2)], outcome="success"),
+        cg.NotFoundError,
+        ("no version 2",),
+        None,
+    ),
+    (
+        "learn-weights-written-directly",
+        lambda s: s.cx.write(cg.LearnWeights(weights=_WEIGHTS)),
+        cg.ValidationError,
+        ("cannot be written or updated directly", "cx.attest("),
+        "memory",
+    ),
+    (
+        "learn-weights-written-in-a-batch",
+        lambda s: _write_in_batch(s, cg.LearnWeights(weights=_WEIGHTS)),
+        cg.ValidationError,
+        ("cx.attest(",),
+        "memory",
+    ),
+    (
+        "learn-weights-updated",
+        lambda s: s.cx.update(s.attested.learn, weights=_WEIGHTS),
+        cg.ValidationError,
+        ("cannot be written or updated directly",),
+        "memory",
+    ),
+    (
+        "journal-since-negative",
+        lambda s: next(s.cx.journal(since=-1)),
+        cg.ValidationError,
+        ("non-negative integer",),
+        "since",
+    ),
+    (
+        "journal-bytes-since-not-an-integer",
+        lambda s: next(s.cx.journal_bytes(since=1.0)),  # type: ignore[arg-type]
+        cg.ValidationError,
+        ("non-negative integer",),
+        "since",
     ),
     (
         "weights-not-summing-to-a-million",

@@ -173,3 +173,58 @@ def test_recall_context_compact_and_scopes(
     Path(file).write_bytes(bytes(data))
     code, _, err = run(capsys, "scope", "verify", file, *root)
     assert code == 1 and json.loads(err)["error"] == "VerificationError"
+
+
+def test_scope_verify_without_a_trusted_root_says_not_verified(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --trusted-root a self-consistent bundle is reported as NOT verified against
+    a trusted root and the command exits 1 (a script testing the status cannot mistake it
+    for a verified one); --json says which check ran. A malformed root is a usage error
+    (exit 2), not a traceback."""
+    root = ["--root", str(tmp_path / "s"), "--actor", "cli"]
+    run(capsys, "remember", "Deploys go through CI", "--tag", "deploy", *root)
+    file = str(tmp_path / "scope.cbor")
+    code, out, _ = run(capsys, "scope", "export", file, "--tag", "deploy", *root, "--json")
+    trusted = json.loads(out)["overall_root"]
+
+    code, out, _ = run(capsys, "scope", "verify", file, *root)
+    assert code == 1 and "NOT verified against a trusted root" in out
+    assert not out.startswith("verified")
+    code, out, _ = run(capsys, "scope", "verify", file, *root, "--json")
+    report = json.loads(out)
+    assert code == 1
+    assert (report["ok"], report["consistent"], report["trusted_root_checked"]) == (
+        False, True, False)
+    code, out, _ = run(capsys, "scope", "verify", file, "--trusted-root", trusted, *root,
+                       "--json")
+    report = json.loads(out)
+    assert code == 0 and (report["ok"], report["trusted_root_checked"]) == (True, True)
+    code, out, _ = run(capsys, "scope", "verify", file, "--trusted-root", trusted, *root)
+    assert code == 0 and out.startswith("verified against the trusted root: 1 memories")
+
+    for bad in ("zz", trusted[:-2], trusted + "00", ""):
+        with pytest.raises(SystemExit) as info:
+            main(["scope", "verify", file, "--trusted-root", bad, *root])
+        assert info.value.code == 2
+        assert "must be 64 hex digits" in capsys.readouterr().err
+
+
+def test_journal_since_past_the_end_prints_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`journal --since` accepts any non-negative integer, however large (none past the
+    end: no traceback); a negative or non-integer one is a usage error (exit 2)."""
+    root = ["--root", str(tmp_path), "--json"]
+    run(capsys, "remember", "one", *root)
+    run(capsys, "remember", "two", *root)
+    code, out, _ = run(capsys, "journal", "--since", "1", *root)
+    assert code == 0 and [json.loads(line)["seq"] for line in out.splitlines()] == [2]
+    for since in ("2", str(2**64 - 1), str(2**64), "99999999999999999999999"):
+        code, out, err = run(capsys, "journal", "--since", since, *root)
+        assert (code, out, err) == (0, "", ""), since
+    for bad in ("-1", "1.5", "x"):
+        with pytest.raises(SystemExit) as info:
+            main(["journal", "--since", bad, *root])
+        assert info.value.code == 2
+        assert "non-negative integer" in capsys.readouterr().err

@@ -41,6 +41,7 @@ BYTES_FIELDS = (
     "entry",
     "mmr_root",
     "smt_root",
+    "origin_entry",
 )
 
 
@@ -273,12 +274,27 @@ def test_changing_any_field_of_a_proof_breaks_it(store: Store, which: str) -> No
         for changed in _flips(getattr(proof, field), skip):
             change: dict[str, Any] = {field: changed}
             mutants.append((field, attrs.evolve(proof, **change)))
-    for k, element in enumerate(proof.mmr_proof):
-        for changed in _flips(element):
-            elements = list(proof.mmr_proof)
-            elements[k] = changed
-            mutants.append((f"mmr_proof[{k}]", attrs.evolve(proof, mmr_proof=tuple(elements))))
+    for path in ("mmr_proof", "origin_mmr_proof"):
+        for k, element in enumerate(getattr(proof, path)):
+            for changed in _flips(element):
+                elements = list(getattr(proof, path))
+                elements[k] = changed
+                mutants.append((f"{path}[{k}]", attrs.evolve(proof, **{path: tuple(elements)})))
     uri = proof.uri
+    origin = store.cx.prove(store.memories[0].at_version(1)).entry  # another memory's write
+    mutants += [
+        ("uri actor", attrs.evolve(proof, uri=attrs.evolve(uri, actor="bob"))),
+        ("origin_entry of another memory", attrs.evolve(proof, origin_entry=origin)),
+        ("origin_entry added", attrs.evolve(proof, origin_entry=proof.entry)),
+        ("origin_mmr_proof added", attrs.evolve(proof, origin_mmr_proof=proof.mmr_proof)),
+    ]
+    if proof.origin_entry:
+        mutants += [
+            ("origin_entry dropped", attrs.evolve(proof, origin_entry=b"")),
+            ("origin_mmr_proof dropped", attrs.evolve(proof, origin_mmr_proof=())),
+            ("origin_mmr_proof shortened",
+             attrs.evolve(proof, origin_mmr_proof=proof.origin_mmr_proof[:-1])),
+        ]
     mutants += [
         ("mmr_proof dropped", attrs.evolve(proof, mmr_proof=proof.mmr_proof[:-1])),
         ("mmr_proof added", attrs.evolve(proof, mmr_proof=(*proof.mmr_proof, bytes(32)))),
@@ -299,6 +315,31 @@ def test_changing_any_field_of_a_proof_breaks_it(store: Store, which: str) -> No
     assert len(proof.mmr_proof) >= 3
     accepted = [name for name, mutant in mutants if verify_memory_proof(mutant, root)]
     assert accepted == []
+
+
+def test_a_proof_names_the_actor_the_root_commits_to(tmp_path: Path) -> None:
+    """A proof whose URI names another actor does not verify against the root of this
+    actor's store, for version 1 (its write entry) and for later versions (which carry
+    the creating write): the id of a memory hashes its actor's name. The same memory
+    written by actor ``bob`` (same namespace, seq and body) gets another id, and
+    ``bob``'s proof verifies against ``bob``'s root only."""
+    proofs = {}
+    for actor in ("agent", "bob"):
+        with cg.open(tmp_path, actor, clock=cg.ManualClock(T0), sync=False) as cx:
+            uri = cx.write(cg.Fact(text="the same fact"), at=T0)
+            cx.update(uri, text="the same fact, revised", at=T0 + 1)
+            proofs[actor] = (cx.prove(uri), cx.prove(uri.head), cx.overall_root())
+    agent_v1, agent_v2, agent_root = proofs["agent"]
+    bob_v1, bob_v2, bob_root = proofs["bob"]
+    assert agent_v1.uri.id != bob_v1.uri.id
+    assert agent_v2.origin_entry == agent_v1.entry and agent_v1.origin_entry == b""
+    for proof in (agent_v1, agent_v2):
+        assert verify_memory_proof(proof, agent_root)
+        as_bob = attrs.evolve(proof, uri=attrs.evolve(proof.uri, actor="bob"))
+        assert not verify_memory_proof(as_bob, agent_root)
+    for proof in (bob_v1, bob_v2):
+        assert verify_memory_proof(proof, bob_root)
+        assert not verify_memory_proof(proof, agent_root)
 
 
 def test_the_version_time_of_an_older_version_is_proved(store: Store) -> None:

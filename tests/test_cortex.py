@@ -158,6 +158,51 @@ def test_journal_feed_spans_chunks(cx: cg.Cortex) -> None:
     assert [e.seq for e in cx.journal(since=3)] == list(range(4, 1101))
 
 
+def test_journal_since_at_or_past_the_end_yields_nothing(cx: cg.Cortex) -> None:
+    """``since`` may be any non-negative integer: at or past the journal's end, however
+    large (beyond the u64 seq keys too), both feeds yield nothing instead of failing."""
+    cx.write(cg.Fact(text="a"), at=1)
+    cx.write(cg.Fact(text="b"), at=2)
+    for since in (2, 3, 2**63, 2**64 - 2, 2**64 - 1, 2**64, 10**23):
+        assert list(cx.journal(since=since)) == [], since
+        assert list(cx.journal_bytes(since=since)) == [], since
+    assert [seq for seq, _ in cx.journal_bytes(since=1)] == [2]
+
+
+@pytest.mark.parametrize("feed", ["journal", "journal_bytes"])
+def test_journal_feeds_hold_no_read_between_yields(
+    cx: cg.Cortex, monkeypatch: pytest.MonkeyPatch, feed: str
+) -> None:
+    """Both feeds read in chunks, each in a read transaction that has ended before its
+    entries are yielded: a paused feed holds no read (which would keep the map from
+    growing), and a long journal takes one read per chunk."""
+    with cx.batch() as b:
+        for i in range(1100):
+            b.write(cg.Event(text=f"e{i}"), at=i)
+    live: list[int] = [0]
+    opened: list[int] = [0]
+    read = cx._env.read
+
+    class Counted:
+        def __init__(self) -> None:
+            self.ctx = read()
+
+        def __enter__(self) -> object:
+            live[0] += 1
+            opened[0] += 1
+            return self.ctx.__enter__()
+
+        def __exit__(self, *exc: object) -> None:
+            live[0] -= 1
+            self.ctx.__exit__(*exc)
+
+    monkeypatch.setattr(cx._env, "read", Counted)
+    held = [live[0] for _ in getattr(cx, feed)(since=0)]
+    assert len(held) == 1100
+    assert set(held) == {0}
+    assert opened[0] == 3  # 512 + 512 + 76 entries
+
+
 def test_all_nine_types_store_and_resolve(cx: cg.Cortex) -> None:
     """Each of the nine types writes and resolves to an equal memory."""
     uri = cx.write(cg.Fact(text="f"))
@@ -176,7 +221,10 @@ def test_all_nine_types_store_and_resolve(cx: cg.Cortex) -> None:
             content_hash="sha256:" + hashlib.sha256(b"print(1)\n").hexdigest(),
         ),
         cg.Attest(cited=[str(uri)], outcome="success", text="worked"),
-        cg.LearnWeights(weights=(450000, 200000, 150000, 100000, 100000), attest=str(uri)),
     ]
     for memory in memories:
         assert cx.resolve(cx.write(memory)).memory == memory
+    learned = cx.attest([uri], outcome="success", text="worked")
+    assert cx.resolve(learned.learn).memory == cg.LearnWeights(
+        weights=learned.after, attest=str(learned.attest)
+    )

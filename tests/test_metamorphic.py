@@ -14,10 +14,13 @@ All must give the same journal bytes, the same OverallRoot and identical digests
 table (J4, M9). A snapshot records committed state, so a ``snapshot`` operation closes the
 open batch in (b) and (c); batch boundaries still differ between the configurations.
 
-Every operation says what it must do (``expect``): journal one ``entry``, change nothing
-(``noop``), take a ``snapshot``, or fail with a named error. Invalid operations (an update
-of a tombstone, a stale ``expected_version``, a head move past the latest version, a bad
-namespace) must fail the same way in every configuration and journal nothing (J2, J5).
+Every operation says what it must do (``expect``): journal one ``entry``, journal the two
+of an ``attest`` (an Attest citing earlier memories and the LearnWeights learned from it),
+change nothing (``noop``), take a ``snapshot``, or fail with a named error. Invalid
+operations (an update of a tombstone, a stale ``expected_version``, a head move past the
+latest version, a bad namespace, an Attest citing no memory of the store, a LearnWeights
+written or updated outside ``attest``) must fail the same way in every configuration and
+journal nothing (J2, J5).
 
 When a script fails, it is written to ``fixtures/metamorphic/failing-<seed>.jsonl`` and
 the assertion message says so; every ``*.jsonl`` under ``fixtures/metamorphic/`` is
@@ -80,6 +83,13 @@ class _Model:
         self.texts: list[list[str]] = []  # per memory, the text of each version
         self.heads: list[int] = []
         self.tombstoned: list[bool] = []
+        self.learned: list[bool] = []  # a LearnWeights: only ``attest`` writes one
+
+    def add(self, text: str, *, learned: bool = False) -> None:
+        self.texts.append([text])
+        self.heads.append(1)
+        self.tombstoned.append(False)
+        self.learned.append(learned)
 
     def latest(self, target: int) -> int:
         return len(self.texts[target])
@@ -119,11 +129,10 @@ def _memory(rng: random.Random, label: str) -> dict[str, Any]:
         memory["path"] = f"src/{label.replace(' ', '_')}.py"
         memory["content"] = content
         memory["content_hash"] = "sha256:" + hashlib.sha256(content.encode()).hexdigest()
-    elif kind == "attest":
-        cited = f"cx://{ACTOR}/default/{rng.randbytes(16).hex()}@1"
-        memory["cited"] = [cited]
+    elif kind == "attest":  # the generator turns it into an ``attest`` op when it can
+        memory["cited"] = [f"cx://{ACTOR}/default/{rng.randbytes(16).hex()}@1"]
         memory["outcome"] = rng.choice(["success", "failure"])
-    elif kind == "learn_weights":
+    elif kind == "learn_weights":  # refused: weights are learned through ``attest`` only
         cut = sorted(rng.randrange(1_000_001) for _ in range(4))
         memory["weights"] = [b - a for a, b in zip([0, *cut], [*cut, 1_000_000], strict=True)]
     return memory
@@ -147,14 +156,22 @@ def generate_script(seed: int, length: int = SCRIPT_LENGTH) -> list[Op]:
             text_label = f"memory {count} from op {i}"
             op: Op = {"op": "write", "ns": rng.choice(NAMESPACES)}
             op["memory"] = _memory(rng, text_label)
-            if rng.random() < 0.08:  # not a valid name: nothing is journaled
+            kind = op["memory"]["type"]
+            if kind == "attest" and count and rng.random() < 0.5:  # cite earlier memories
+                targets = sorted(rng.sample(range(count), min(count, rng.randint(1, 2))))
+                outcome = op["memory"]["outcome"]
+                op = {"op": "attest", "ns": op["ns"], "targets": targets, "outcome": outcome,
+                      "text": text_label, "expect": "attest"}
+                model.add(text_label)
+                model.add("", learned=True)
+            elif rng.random() < 0.08:  # not a valid name: nothing is journaled
                 op["ns"] = "Not A Namespace"
+                op["expect"] = "ValidationError"
+            elif kind in ("attest", "learn_weights"):  # cites nothing real; not learned
                 op["expect"] = "ValidationError"
             else:
                 op["expect"] = "entry"
-                model.texts.append([op["memory"]["text"]])
-                model.heads.append(1)
-                model.tombstoned.append(False)
+                model.add(op["memory"]["text"])
         elif roll < 0.90:
             target = rng.randrange(count)
             # mostly recent memories, so chains of versions get long
@@ -182,6 +199,8 @@ def generate_script(seed: int, length: int = SCRIPT_LENGTH) -> list[Op]:
                     op["expected_version"] = head + 1 if stale else head
                     if stale:
                         expect = "VersionConflictError"
+                if model.learned[target] and not dead:
+                    expect = "ValidationError"
                 if dead:
                     expect = "TombstonedError"
                 op["expect"] = expect
@@ -301,7 +320,8 @@ class _Runner:
         if expect in ERRORS:
             ok = outcome == expect and journaled == 0
         else:
-            ok = outcome.startswith("ok ") and journaled == (1 if expect == "entry" else 0)
+            entries = {"entry": 1, "attest": 2}.get(expect, 0)
+            ok = outcome.startswith("ok ") and journaled == entries
         if not ok:
             raise AssertionError(
                 f"op {index} {json.dumps(op, ensure_ascii=False)} must give {expect!r};"
@@ -318,6 +338,11 @@ class _Runner:
             return target.update(
                 self._ref(op), expected_version=op.get("expected_version"), at=at, **op["changes"]
             )
+        if kind == "attest":
+            cited = [self.uris[t] for t in op["targets"]]
+            done = target.attest(cited, outcome=op["outcome"], text=op["text"], ns=op["ns"], at=at)
+            self.uris += [done.attest, done.learn]
+            return done.learn
         if kind == "update_head":
             return target.update_head(self._ref(op), version=op["version"], at=at)
         if kind == "tombstone":
@@ -442,8 +467,8 @@ def test_fixture_directory_has_the_basic_script() -> None:
     types = {op["memory"]["type"] for op in script if op["op"] == "write"}
 
     assert "basic.jsonl" in names
-    assert {"write", "update", "update_head", "tombstone", "snapshot"} == ops
-    assert {"entry", "noop", "snapshot", *ERRORS} == effects
+    assert {"write", "attest", "update", "update_head", "tombstone", "snapshot"} == ops
+    assert {"entry", "attest", "noop", "snapshot", *ERRORS} == effects
     assert set(TYPES) == types
 
 
@@ -460,8 +485,8 @@ def test_generated_scripts_are_not_trivial(seed: int) -> None:
     refs = {op["ref"] for op in script if "ref" in op}
 
     assert len(script) == SCRIPT_LENGTH
-    assert {"write", "update", "update_head", "tombstone", "snapshot"} == kinds
-    assert {"entry", "noop", "snapshot", *ERRORS} == effects
+    assert {"write", "attest", "update", "update_head", "tombstone", "snapshot"} == kinds
+    assert {"entry", "attest", "noop", "snapshot", *ERRORS} == effects
     assert set(TYPES) == types
     assert set(NAMESPACES) < namespaces  # plus the invalid one
     assert {"uri", "head", "id"} == refs

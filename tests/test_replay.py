@@ -34,7 +34,8 @@ FLIPS = 60  # journal bit flips checked (the acceptance asks for at least 50)
 
 
 def _memories() -> list[cg.Memory]:
-    """One memory of each of the nine types."""
+    """One memory of each of the seven types an agent writes (``attest`` writes the other
+    two)."""
     return [
         cg.Goal(text="Ship the verifier 🧠", status="active", priority=9),
         cg.Preference(text="Prefers cafe\u0301-style commits", confidence=0.75, tags=["Style"]),
@@ -43,8 +44,6 @@ def _memories() -> list[cg.Memory]:
         cg.Pattern(text="Retry with jittered backoff", tags=["net"]),
         cg.Event(text="CI went green", channel="#ci", occurred_at=T0 - 5000),
         cg.ArtifactRef(text="The greeting helper", path="src/greet.py", content="print('hi')\n"),
-        cg.Attest(cited=[f"cx://{ACTOR}/default/{'ab' * 16}@1"], outcome="success"),
-        cg.LearnWeights(weights=(400_000, 300_000, 200_000, 50_000, 50_000)),
     ]
 
 
@@ -55,6 +54,7 @@ def build_store(root: Path, *, hash_name: str = "blake3", seed: int = 7) -> cg.C
     cx = cg.open(root, ACTOR, clock=cg.ManualClock(T0), sync=False, hash_name=hash_name)
     ticks = iter(range(T0, T0 + 10**9, 1000))
     uris = [cx.write(m, ns=NAMESPACES[i % 4], at=next(ticks)) for i, m in enumerate(_memories())]
+    uris.append(cx.attest([uris[3], uris[0]], outcome="success", ns="a-b_c", at=next(ticks)).attest)
     cx.snapshot(at=next(ticks))
     with cx.batch() as b:
         uris.append(

@@ -85,27 +85,27 @@ def test_truncation_extension_swaps_and_other_roots_fail(
     blob, _, _ = bundle
     for cut in (1, len(blob) // 2, len(blob) - 1):
         with pytest.raises(cg.VerificationError):
-            cg.verify_scope(blob[:cut])
+            cg.verify_scope(blob[:cut], trusted_root=None)
     with pytest.raises(cg.VerificationError):
-        cg.verify_scope(blob + b"\x00")
+        cg.verify_scope(blob + b"\x00", trusted_root=None)
     with pytest.raises(cg.VerificationError):
         cg.verify_scope(blob, trusted_root=bytes(32))
     value = decode(blob)
     value["records"][0]["proof"], value["records"][1]["proof"] = (
         value["records"][1]["proof"], value["records"][0]["proof"])
     with pytest.raises(cg.VerificationError, match="not in the tree"):
-        cg.verify_scope(encode(value))
+        cg.verify_scope(encode(value), trusted_root=None)
     value = decode(blob)
     value["manifest"]["actor"] = "someone-else"
     with pytest.raises(cg.VerificationError, match="not written by actor"):
-        cg.verify_scope(encode(value))
+        cg.verify_scope(encode(value), trusted_root=None)
     value = decode(blob)
     value["edges"] = value["edges"][:1] * 2
     with pytest.raises(cg.VerificationError):
-        cg.verify_scope(encode(value))
+        cg.verify_scope(encode(value), trusted_root=None)
     for garbage in (b"", b"\xa0", "text", None):
         with pytest.raises(cg.VerificationError):
-            cg.verify_scope(garbage)  # type: ignore[arg-type]
+            cg.verify_scope(garbage, trusted_root=None)  # type: ignore[arg-type]
 
 
 def test_the_size_cap_applies_on_both_sides(
@@ -116,7 +116,7 @@ def test_the_size_cap_applies_on_both_sides(
     blob, _, _ = bundle
     monkeypatch.setattr(core_scope, "MAX_SCOPE_BYTES", len(blob) - 1)
     with pytest.raises(cg.VerificationError, match="larger than"):
-        cg.verify_scope(blob)
+        cg.verify_scope(blob, trusted_root=None)
     with cg.open(tmp_path / "s", "agent") as cx:
         cx.write(cg.Fact(text="x" * len(blob), tags=["big"]))
         with pytest.raises(cg.CortexError, match="more than"):
@@ -213,3 +213,21 @@ def test_canonical_bytes_equal_encode(
     value = {"v": 1, "manifest": manifest, "anchor": anchor, "records": records,
              "edges": edges}
     assert core_scope._canonical_bytes(value) == encode(value)
+
+
+def test_the_trusted_root_must_be_spelled_out(
+    bundle: tuple[bytes, bytes, list[cg.MemoryURI]],
+) -> None:
+    """Omitting ``trusted_root`` is a ValidationError naming it (a self-consistent bundle
+    proves nothing about where it came from); ``trusted_root=None`` checks
+    self-consistency only, knowingly; a root that is not 32 bytes is a
+    VerificationError."""
+    blob, root, _ = bundle
+    with pytest.raises(cg.ValidationError, match="None to check only") as info:
+        cg.verify_scope(blob)  # type: ignore[call-arg]
+    assert info.value.field == "trusted_root"
+    assert cg.verify_scope(blob, trusted_root=None).overall_root == root
+    assert cg.verify_scope(blob, root).overall_root == root
+    for wrong in (root[:31], root.hex(), b""):
+        with pytest.raises(cg.VerificationError, match="not 32 bytes"):
+            cg.verify_scope(blob, trusted_root=wrong)  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """Cortex agrees with a plain-dict model under random write / update / update_head /
-tombstone / batch / reopen sequences.
+tombstone / batch / reopen sequences. (A drawn Attest is made to cite memories the model
+holds; a drawn LearnWeights must be refused: only ``attest`` writes one.)
 
 The model shares no code with ``cortexgraph.core.journal``: it is dicts and lists
 (id -> versions, head, status, namespace) and a list of the ops that should have been
@@ -136,6 +137,16 @@ class CortexMachine(RuleBasedStateMachine):
         at = self._tick()
         if kind == "write":
             _, memory, ns = op
+            if isinstance(memory, cg.Attest) and model.memories:  # cite what exists
+                cited = [cg.MemoryURI(ACTOR, mm.ns, mid, mm.head) for mid, mm in
+                         list(model.memories.items())[-2:]]
+                memory = attrs.evolve(memory, cited=[str(uri) for uri in cited])
+            if isinstance(memory, cg.LearnWeights) or (
+                isinstance(memory, cg.Attest) and not model.memories
+            ):  # a LearnWeights only comes from attest(); an Attest must cite this store
+                with pytest.raises(cg.ValidationError):
+                    target.write(memory, ns=ns, at=at)
+                return
             uri = target.write(memory, ns=ns, at=at)
             assert (uri.actor, uri.ns, uri.version) == (ACTOR, ns, 1)
             assert uri.id not in model.memories

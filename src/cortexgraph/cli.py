@@ -391,21 +391,35 @@ def cmd_scope(args: argparse.Namespace, out: _Output) -> int:
             f"wrote {len(blob)} bytes to {args.file}; root {root.hex()}",
         )
         return 0
-    trusted = bytes.fromhex(args.trusted_root) if args.trusted_root else None
+    # Without --trusted-root only the bundle's self-consistency is checked: anyone can
+    # build a self-consistent bundle, so that is never reported as verified (exit 1).
+    trusted: bytes | None = args.trusted_root
     view = verify_scope(Path(args.file).read_bytes(), trusted_root=trusted)
+    summary = (
+        f"{len(view)} memories and {len(view.edges)} edges of {view.actor} at seq {view.seq}"
+    )
+    if trusted is None:
+        text = (
+            f"self-consistent but NOT verified against a trusted root: {summary};"
+            f" its claimed root {view.overall_root.hex()} is unchecked (pass --trusted-root"
+            " with the OverallRoot from the store's owner, e.g. `cortexgraph root`)"
+        )
+    else:
+        text = f"verified against the trusted root: {summary}"
     out.emit(
         {
-            "ok": True,
+            "ok": trusted is not None,
+            "consistent": True,
+            "trusted_root_checked": trusted is not None,
             "actor": view.actor,
             "seq": view.seq,
             "memories": len(view),
             "edges": len(view.edges),
             "overall_root": view.overall_root.hex(),
         },
-        f"verified: {len(view)} memories and {len(view.edges)} edges of {view.actor}"
-        f" at seq {view.seq}",
+        text,
     )
-    return 0
+    return 0 if trusted is not None else 1
 
 
 def cmd_forget(args: argparse.Namespace, out: _Output) -> int:
@@ -554,6 +568,31 @@ def cmd_demo(args: argparse.Namespace, out: _Output) -> int:
 # -- parser -------------------------------------------------------------------------------
 
 
+def _root_arg(text: str) -> bytes:
+    """``--trusted-root``: a 32-byte OverallRoot as 64 hex digits (a usage error otherwise)."""
+    try:
+        root = bytes.fromhex(text)
+    except ValueError:
+        root = b""
+    if len(root) != 32:
+        raise argparse.ArgumentTypeError(
+            f"must be 64 hex digits (a 32-byte OverallRoot, as `cortexgraph root` prints"
+            f" it), not {text!r}"
+        )
+    return root
+
+
+def _seq_arg(text: str) -> int:
+    """``--since``: a non-negative integer (a usage error otherwise)."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, not {text!r}")
+    return value
+
+
 def _add_memory_options(p: argparse.ArgumentParser, *, for_update: bool) -> None:
     p.add_argument("--tag", action="append", help="a tag (repeat for several)")
     p.add_argument("--summary", help="a one-line summary")
@@ -640,7 +679,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", action="append", help="export: memories with any of these tags")
     p.add_argument("--uri", action="append", help="export: these memories")
     p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--trusted-root", default=None, help="verify: the trusted OverallRoot (hex)")
+    p.add_argument(
+        "--trusted-root",
+        type=_root_arg,
+        default=None,
+        help="verify: the OverallRoot you trust (64 hex digits); without it the bundle is"
+        " only checked for self-consistency, reported as NOT verified, and the exit status"
+        " is 1",
+    )
     p.set_defaults(func=cmd_scope)
 
     p = sub.add_parser("link", parents=[common], help="add or change an edge")
@@ -667,7 +713,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_traverse)
 
     p = sub.add_parser("journal", parents=[common], help="print the change feed")
-    p.add_argument("--since", type=int, default=0, help="print entries after this seq")
+    p.add_argument(
+        "--since",
+        type=_seq_arg,
+        default=0,
+        help="print entries after this seq (a non-negative integer; past the end: none)",
+    )
     p.set_defaults(func=cmd_journal)
 
     p = sub.add_parser("inspect", parents=[common], help="table counts and digests")

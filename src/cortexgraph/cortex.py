@@ -53,7 +53,7 @@ from .core.journal import (
     memory_id,
     type_of,
 )
-from .core.keys import ID_SIZE, seq_key, version_key
+from .core.keys import ID_SIZE, seq_from_key, seq_key, version_key
 from .core.merkle import mmr_node_count
 from .core.query import Predicate
 from .core.salience import learn_weights
@@ -66,6 +66,7 @@ from .core.taxonomy import (
     Attest,
     LearnWeights,
     Memory,
+    cited_uris,
     encode_body,
 )
 from .core.uri import MemoryURI, check_name
@@ -99,6 +100,13 @@ __all__ = ["Attestation", "Batch", "Cortex", "Edge", "Neighbor", "Stats", "Trave
 DEFAULT_NS = "default"
 _JOURNAL_CHUNK = 512
 _MAX_AT = 2**63 - 1
+_MAX_SEQ = 2**64 - 1  # journal keys are u64be
+
+_LEARNED_ONLY = (
+    "a LearnWeights cannot be written or updated directly: ranking weights are learned"
+    " through cx.attest(cited, outcome=...), which journals the outcome (an Attest) and"
+    " the weights learned from it together"
+)
 
 #: What the verbs accept as "which memory": a URI (pinned or not), its string form, or,
 #: where a version is given separately, the 16-byte id or its 32 hex digits.
@@ -358,7 +366,17 @@ class Cortex:
     # -- mutations ------------------------------------------------------------------------
 
     def write(self, memory: Memory, *, ns: str = DEFAULT_NS, at: int | None = None) -> MemoryURI:
-        """Store a new memory; returns its URI pinned to version 1."""
+        """Store a new memory; returns its URI pinned to version 1.
+
+        An ``Attest`` must cite memories of this store by URIs pinned to existing versions
+        (``cx://<actor>/<ns>/<id-hex>@<version>``). A ``LearnWeights`` cannot be written
+        here: weights are learned through :meth:`attest`, which journals both.
+
+        Raises:
+            ValidationError: a bad memory or namespace; an Attest citing anything but an
+                existing version of a memory of this store (field ``cited``); a
+                LearnWeights (field ``memory``).
+        """
         result: MemoryURI = self._run("write", memory, ns=ns, at=at)
         return result
 
@@ -383,7 +401,9 @@ class Cortex:
             leave the memory exactly as it is (nothing is journaled then).
 
         Raises:
-            ValidationError: no changes, an unknown field or a bad value.
+            ValidationError: no changes, an unknown field or a bad value (an Attest's
+                ``cited`` is checked as by :meth:`write`); the memory is a LearnWeights,
+                which only :meth:`attest` writes.
             NotFoundError, TombstonedError, VersionConflictError.
         """
         result: MemoryURI = self._run(
@@ -461,11 +481,14 @@ class Cortex:
         ``"success"`` and away from it on ``"failure"`` (an integer EMA with alpha 0.2,
         each weight kept >= 20,000 ppm, the sum exactly 1,000,000; see
         ``docs/ranking.md``). Both memories are written in one batch, in namespace ``ns``;
-        the Attest cites each memory by its URI pinned to the version current at ``at``.
+        the Attest cites each memory by its URI pinned to the version current at ``at``
+        (or to the version a pinned URI names). This is the only way to change the
+        weights: a ``LearnWeights`` written or updated directly is refused.
 
         Raises:
             ValidationError: no cited memory, an unknown outcome, or a bad text.
-            NotFoundError: a cited memory does not exist.
+            NotFoundError: a cited memory (or the version a pinned URI names) does not
+                exist.
         """
         result: Attestation = self._run(
             "attest", cited, outcome=outcome, text=text, ns=ns, at=at
@@ -837,41 +860,75 @@ class Cortex:
     def journal(self, since: int = 0) -> Iterator[Entry]:
         """The change feed: every entry with ``seq > since``, in order.
 
-        Entries are read in chunks, each in its own read transaction, so a long
-        iteration does not pin old pages; entries appended meanwhile are included.
+        Entries are read in chunks, each in a short read transaction of its own, so a
+        long-lived iteration holds no read (a held read would pin old pages and keep the
+        map from growing); entries appended meanwhile are included.
+
+        Args:
+            since: any non-negative integer. A ``since`` at or past the end of the
+                journal yields nothing (a caught-up feed), however large it is.
+
+        Raises:
+            ValidationError: ``since`` is not a non-negative integer.
+            CorruptionError: the journal's keys are not dense (J1) or an entry does not
+                decode (J6).
         """
+        for chunk in self._journal_chunks(since):
+            for seq, data in chunk:
+                entry = decode_entry(data)
+                if entry.seq != seq:
+                    raise CorruptionError(
+                        f"journal key {seq} holds entry {entry.seq}",
+                        table="journal",
+                        operation="read",
+                    )
+                yield entry
+
+    def journal_bytes(self, since: int = 0) -> Iterator[tuple[int, bytes]]:
+        """The raw canonical bytes of every entry with ``seq > since``, as ``(seq, bytes)``.
+
+        Read like :meth:`journal`: in chunks of short read transactions, so no read is
+        held between yields.
+
+        Args:
+            since: any non-negative integer; at or past the end of the journal nothing
+                is yielded.
+
+        Raises:
+            ValidationError: ``since`` is not a non-negative integer.
+            CorruptionError: the journal's keys are not dense (J1).
+        """
+        for chunk in self._journal_chunks(since):
+            yield from chunk
+
+    def _journal_chunks(self, since: int) -> Iterator[list[tuple[int, bytes]]]:
+        """The journal after ``since`` as lists of ``(seq, bytes)``, each list read in a
+        read transaction of its own that ends before the list is handed out."""
         if type(since) is not int or since < 0:
-            raise ValidationError("must be a non-negative integer", field="since")
+            raise ValidationError(
+                f"must be a non-negative integer, not {since!r}", field="since"
+            )
         next_seq = since + 1
-        while True:
-            chunk: list[Entry] = []
+        while next_seq <= _MAX_SEQ:  # seqs are u64 keys: nothing lies past the largest
+            chunk: list[tuple[int, bytes]] = []
             with self._reading() as txn, txn.cursor("journal") as cur:
                 if not cur.set_range(seq_key(next_seq)):
                     return
                 for key, value in cur:
-                    seq = int.from_bytes(key, "big")
-                    entry = decode_entry(value)
-                    if entry.seq != seq or seq != next_seq:
+                    seq = seq_from_key(key)
+                    if seq != next_seq:
                         raise CorruptionError(
-                            f"journal key {seq} holds entry {entry.seq}; expected {next_seq}"
+                            f"journal key {seq} follows {next_seq - 1}; expected {next_seq}",
+                            table="journal",
+                            operation="read",
                         )
-                    chunk.append(entry)
+                    chunk.append((seq, bytes(value)))
                     next_seq += 1
                     if len(chunk) == _JOURNAL_CHUNK:
                         break
-            yield from chunk
+            yield chunk
             if len(chunk) < _JOURNAL_CHUNK:
                 return
-
-    def journal_bytes(self, since: int = 0) -> Iterator[tuple[int, bytes]]:
-        """The raw canonical bytes of every entry with ``seq > since``, as ``(seq, bytes)``."""
-        if type(since) is not int or since < 0:
-            raise ValidationError("must be a non-negative integer", field="since")
-        with self._reading() as txn, txn.cursor("journal") as cur:
-            if not cur.set_range(seq_key(since + 1)):
-                return
-            for key, value in cur:
-                yield int.from_bytes(key, "big"), bytes(value)
 
     def stats(self) -> Stats:
         """Counts taken in one read: journal length, memories, and entries per table."""
@@ -1302,6 +1359,15 @@ class Batch:
                 f"must be one of the nine memory types, not {type(memory).__name__}",
                 field="memory",
             )
+        if isinstance(memory, LearnWeights):
+            raise ValidationError(_LEARNED_ONLY, field="memory")
+        if isinstance(memory, Attest):
+            self._check_cited(memory)
+        return self._write(memory, ns=ns, at=at)
+
+    def _write(self, memory: Memory, *, ns: str, at: int | None) -> MemoryURI:
+        """Journal the write of a memory the caller has checked (``attest`` writes its
+        Attest and LearnWeights through here)."""
         check_name(ns, "ns")
         at = self._cx._at(at)
         body, body_bytes = encode_body(memory)
@@ -1338,6 +1404,8 @@ class Batch:
     ) -> MemoryURI:
         """Write a new version (see :meth:`Cortex.update`)."""
         uri, head = self._mutable_head(ref)
+        if head.type_name == LearnWeights.type_name:
+            raise ValidationError(_LEARNED_ONLY, field="memory")
         if expected_version is not None:
             if type(expected_version) is not int or expected_version < 1:
                 raise ValidationError("must be a positive integer", field="expected_version")
@@ -1361,6 +1429,8 @@ class Batch:
         here = MemoryURI.trusted(self._cx.actor, head.ns, uri.id, head.head)
         if body_bytes == current.body:
             return here
+        if isinstance(memory, Attest):
+            self._check_cited(memory)
         version = head.latest + 1
         fields = {"id": uri.id, "version": version, "body": body}
         self._append(Entry(self._next_seq, at, "update", head.ns, fields, memory, body_bytes))
@@ -1502,15 +1572,33 @@ class Batch:
             head = _read_head(txn, uri)
             if uri.id not in pinned:
                 version = head.head if uri.version is None else uri.version
+                if version > head.latest:
+                    raise NotFoundError(
+                        f"no version {version} of {_describe(uri)} (latest is {head.latest})"
+                    )
                 pinned[uri.id] = MemoryURI.trusted(self._cx.actor, head.ns, uri.id, version)
         profiles = [memory_factors(txn, memory_id, at) for memory_id in pinned]
         before = read_weights(txn)
         after = learn_weights(before, profiles, outcome)
         attest = Attest(text=text, cited=[str(u) for u in pinned.values()], outcome=outcome)
-        attest_uri = self.write(attest, ns=ns, at=at)
+        attest_uri = self._write(attest, ns=ns, at=at)  # cited: pinned above, all present
         learn = LearnWeights(weights=after, attest=str(attest_uri))
-        learn_uri = self.write(learn, ns=ns, at=at)
+        learn_uri = self._write(learn, ns=ns, at=at)
         return Attestation(attest_uri, learn_uri, before, after)
+
+    def _check_cited(self, attest: Attest) -> None:
+        """Every citation of ``attest`` names an existing version of a memory of this
+        store (see :func:`~cortexgraph.core.taxonomy.cited_uris` for the form)."""
+        for uri in cited_uris(attest, self._cx.actor):
+            raw = self._txn.get("heads", uri.id)
+            head = None if raw is None else HeadState.decode(raw)
+            if head is None or head.ns != uri.ns:
+                raise ValidationError(f"{uri} names no memory of this store", field="cited")
+            if uri.version is not None and uri.version > head.latest:
+                raise ValidationError(
+                    f"{uri} names version {uri.version}, but the latest is {head.latest}",
+                    field="cited",
+                )
 
     def record_access(self, uris: list[MemoryURI], *, at: int) -> None:
         """Journal one late-binding read of each memory (one ``access`` entry per ns)."""

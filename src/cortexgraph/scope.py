@@ -10,6 +10,7 @@ a bundle, so frequency is 0 and the weights are the defaults.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -107,14 +108,39 @@ def export_scope(
     return encode_scope(manifest, anchor, records, edges)
 
 
-def verify_scope(blob: bytes, trusted_root: bytes | None = None) -> ScopeView:
-    """Check a scope bundle against its own roots (and ``trusted_root`` if given) and
-    return a read-only view of it. Needs no database.
+class _Omitted(enum.Enum):
+    """The default of ``trusted_root``: the caller did not say which root to trust."""
+
+    OMITTED = enum.auto()
+
+
+def verify_scope(
+    blob: bytes, trusted_root: bytes | _Omitted | None = _Omitted.OMITTED
+) -> ScopeView:
+    """Check a scope bundle and return a read-only view of it. Needs no database.
+
+    A bundle proves its records against its *own* roots; only ``trusted_root`` ties it
+    to the store you trust, since anyone can build a self-consistent bundle. So the
+    argument must be spelled out: the 32-byte OverallRoot you got from the store's
+    owner (``cx.overall_root()``), or ``None`` to knowingly check self-consistency only.
+
+    Args:
+        blob: the bundle, as :meth:`Cortex.scope` returned it.
+        trusted_root: the OverallRoot the bundle must commit to, or ``None`` to skip that
+            check.
 
     Raises:
+        ValidationError: ``trusted_root`` was omitted (field ``trusted_root``).
         VerificationError: anything that does not check out: a flipped bit, truncation,
             trailing bytes, a proof that does not match, a different trusted root.
     """
+    if trusted_root is _Omitted.OMITTED:
+        raise ValidationError(
+            "must be given: the 32-byte OverallRoot you trust (cx.overall_root() of the"
+            " store), or None to check only that the bundle is self-consistent (anyone can"
+            " build a self-consistent bundle, so that alone proves nothing about its origin)",
+            field="trusted_root",
+        )
     verified = verify_scope_bytes(blob, trusted_root)
     return ScopeView(**attrs.asdict(verified, recurse=False))
 

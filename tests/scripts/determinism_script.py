@@ -140,15 +140,7 @@ def script(cx: cg.Cortex) -> dict[str, Any]:
         ns="a-b_c",
         at=at(),
     )
-    cx.write(
-        cg.LearnWeights(
-            weights=(400_000, 300_000, 200_000, 50_000, 50_000),
-            attest=str(attest),
-            text="weights after the first success",
-        ),
-        ns="a-b_c",
-        at=at(),
-    )
+    cx.attest([fact, goal], outcome="success", text="the first success", ns="a-b_c", at=at())
 
     # Versions: 2 and 3, the head back to 1, forward to 3, back to 2, then an update
     # based on version 2 (which becomes version 4).

@@ -41,7 +41,8 @@ import attrs
 from ..errors import CorruptionError, ValidationError
 from .codec import as_map, decode, encode
 from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts
-from .journal import Mutation, decode_entry
+from .journal import Entry, Identity, Mutation, decode_entry
+from .journal import memory_id as make_memory_id
 from .merkle import (
     EMPTY_SMT_ROOT,
     mmr_inclusion_proof,
@@ -272,6 +273,12 @@ class MemoryProof:
     of the version being proved (the same bytes when that is the head). ``entry`` is the
     journal entry that wrote that version, and ``mmr_proof`` its inclusion proof in the MMR
     of ``journal_size`` entries.
+
+    ``origin_entry`` is the ``write`` entry that created the memory, and
+    ``origin_mmr_proof`` its inclusion proof; both are empty when the proved version is
+    version 1 (``entry`` is that write). The write binds the actor: a memory's id is
+    ``H(actor | ns | seq | body)[:16]``, so a proof whose URI names another actor than
+    the one whose journal the root commits to does not verify.
     """
 
     hash_name: str
@@ -285,6 +292,8 @@ class MemoryProof:
     journal_size: int
     mmr_root: bytes
     smt_root: bytes
+    origin_entry: bytes = b""
+    origin_mmr_proof: tuple[bytes, ...] = ()
 
     @property
     def overall_root(self) -> bytes:
@@ -309,6 +318,17 @@ def build_memory_proof(
         raise CorruptionError(f"journal entry {seq} is missing")
     mmr, smt, _ = roots(hash_name, get, size)
     key = smt_key(hash_name, head.ns, uri.id)
+    origin: bytes = b""
+    origin_proof: list[bytes] = []
+    if version != 1:  # the write that created the memory binds its id to the actor
+        first = get("versions", uri.id + _U32.pack(1))
+        if first is None:
+            raise CorruptionError(f"{uri} lacks its version 1 record")
+        origin_seq = VersionState.decode(first).seq
+        origin = get("journal", _U64.pack(origin_seq)) or b""
+        if not origin:
+            raise CorruptionError(f"journal entry {origin_seq} is missing")
+        origin_proof = mmr_inclusion_proof(hash_name, _mmr_getter(get), origin_seq - 1, size)
     return MemoryProof(
         hash_name=hash_name,
         uri=MemoryURI.trusted(uri.actor, head.ns, uri.id, version),
@@ -321,6 +341,8 @@ def build_memory_proof(
         journal_size=size,
         mmr_root=mmr,
         smt_root=smt,
+        origin_entry=origin,
+        origin_mmr_proof=tuple(origin_proof),
     )
 
 
@@ -329,8 +351,9 @@ def verify_memory_proof(proof: object, trusted_root: object) -> bool:
 
     True only if: the roots hash to ``trusted_root``; the head and head-version records
     are in the SMT under the memory's key; the proved version record was written by
-    ``entry`` (same seq, same memory, same version, same body bytes); and ``entry`` is in
-    the MMR at its seq.
+    ``entry`` (same seq, same memory, same version, same body bytes); ``entry`` is in
+    the MMR at its seq; and the memory's creating write (``entry`` for version 1, else
+    ``origin_entry``, in the MMR too) made its id from the actor the URI names.
     """
     try:
         return _verify(proof, trusted_root)
@@ -369,9 +392,31 @@ def _verify(proof: Any, trusted_root: Any) -> bool:
     if entry.ns != head.ns:
         return False
     leaf = mmr_leaf_hash(h, proof.entry)
-    return verify_inclusion(
+    if not verify_inclusion(
         h, entry.seq - 1, proof.journal_size, leaf, list(proof.mmr_proof), proof.mmr_root
-    )
+    ):
+        return False
+    return _binds_actor(proof, entry, head.ns)
+
+
+def _binds_actor(proof: MemoryProof, entry: Entry, ns: str) -> bool:
+    """The write that created the proved memory is in the MMR and made its id with the
+    actor the proof's URI names (ids hash the actor's name; the roots do not)."""
+    h = proof.hash_name
+    if entry.op == "write":
+        if proof.origin_entry != b"" or proof.origin_mmr_proof != ():
+            return False  # exactly empty: nothing unproved rides along
+        origin = entry
+    else:
+        origin = decode_entry(proof.origin_entry)
+        leaf = mmr_leaf_hash(h, proof.origin_entry)
+        path = list(proof.origin_mmr_proof)
+        if not verify_inclusion(h, origin.seq - 1, proof.journal_size, leaf, path, proof.mmr_root):
+            return False
+    if origin.op != "write" or origin.ns != ns or origin.fields.get("id") != proof.uri.id:
+        return False
+    body = encode(origin.fields["body"]) if origin.body_bytes is None else origin.body_bytes
+    return make_memory_id(Identity(proof.uri.actor, h), ns, origin.seq, body) == proof.uri.id
 
 
 def manifest_for(actor: str, hash_name: str, get: Get, size: int, at: int) -> SnapshotManifest:

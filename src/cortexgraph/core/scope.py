@@ -16,8 +16,9 @@ the SMT membership proof of the edge leaf.
 What verification checks (:func:`verify_scope_bytes`; SC1-SC5):
 
 - SC1 the bytes are canonical CBOR of exactly this shape, within :data:`MAX_SCOPE_BYTES`;
-- SC2 ``overall_root = H("cortexgraph/root/v1" | seq | mmr_root | smt_root)`` and, when
-  the caller gives one, equals the trusted root;
+- SC2 ``overall_root = H("cortexgraph/root/v1" | seq | mmr_root | smt_root)`` and, unless
+  the caller explicitly passes ``None``, equals the trusted root (only that check ties a
+  bundle to a store: anyone can build a self-consistent one);
 - SC3 the anchor binds the actor: entry 1 is in the MMR at leaf 0, and it is a write whose
   id equals ``H(actor | ns | 1 | body)`` (a different actor name gives a different id);
 - SC4 every record's head commitment is in the SMT under its key, and its body is a valid
@@ -129,8 +130,11 @@ def _digest(value: Any, what: str) -> bytes:
     return value
 
 
-def verify_scope_bytes(blob: object, trusted_root: object = None) -> VerifiedScope:
+def verify_scope_bytes(blob: object, trusted_root: object) -> VerifiedScope:
     """Check a bundle (SC1-SC5) and return what it proves.
+
+    ``trusted_root`` is the OverallRoot the bundle must commit to, or ``None`` to check
+    self-consistency only (no default: the caller decides).
 
     Raises:
         VerificationError: on anything that does not check out, including a wrong type of

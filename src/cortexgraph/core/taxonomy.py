@@ -3,7 +3,9 @@
 What agents remember: :class:`Goal`, :class:`Preference`, :class:`Constraint`,
 :class:`Fact`, :class:`Pattern`, :class:`Event`, :class:`ArtifactRef`. What execution
 records: :class:`Attest` (which memories an outcome cited) and :class:`LearnWeights` (the
-ranking weights learned from it).
+ranking weights learned from it). Both are written by ``Cortex.attest``: a store refuses a
+LearnWeights written directly, and checks an Attest's citations (:func:`cited_uris` here,
+their existence in the store's batch).
 
 Every type shares the common fields of :class:`Memory`. Construction normalises and then
 validates; anything invalid raises :class:`~cortexgraph.errors.ValidationError` naming the
@@ -34,9 +36,10 @@ from typing import Any, ClassVar, TypeVar
 
 import attrs
 
-from ..errors import CorruptionError, ValidationError
+from ..errors import CorruptionError, URIError, ValidationError
 from .codec import _encode_float, canonical_keys, encode_head, encode_into
 from .hashing import hash_function
+from .uri import MemoryURI
 
 __all__ = [
     "MAX_TEXT_BYTES",
@@ -53,6 +56,7 @@ __all__ = [
     "Pattern",
     "Preference",
     "Source",
+    "cited_uris",
     "memory_from_body",
     "memory_to_body",
     "type_by_name",
@@ -477,6 +481,42 @@ class Attest(Memory):
     text: str = attrs.field(default="", converter=_nfc, validator=_text(required=False))
     cited: tuple[str, ...] = attrs.field(converter=_as_tuple, validator=_cited)
     outcome: str = attrs.field(validator=_one_of(OUTCOMES))
+
+
+def cited_uris(attest: Attest, actor: str) -> tuple[MemoryURI, ...]:
+    """The memories ``attest`` cites, parsed: each must be a memory URI of ``actor``
+    pinned to a version, as ``Cortex.attest`` writes them.
+
+    The memory type itself accepts any short strings (so records stored before this check
+    still decode); a store applies this check, and that each version exists, on every
+    write of an Attest.
+
+    Raises:
+        ValidationError: field ``cited``, naming the first citation that is not such a URI.
+    """
+    found = []
+    for text in attest.cited:
+        try:
+            uri = MemoryURI.parse(text)
+        except URIError:
+            raise ValidationError(
+                f"{text!r} is not a memory URI (cx://<actor>/<ns>/<id-hex>@<version>)",
+                field="cited",
+            ) from None
+        if uri.version is None:
+            raise ValidationError(
+                f"{text} is not pinned to a version (an attestation cites the version that"
+                " was used: add @<version>)",
+                field="cited",
+            )
+        if uri.actor != actor:
+            raise ValidationError(
+                f"{text} is a memory of actor {uri.actor!r}; an attestation of actor"
+                f" {actor!r} cites memories of its own store",
+                field="cited",
+            )
+        found.append(uri)
+    return tuple(found)
 
 
 def _weights(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
