@@ -417,10 +417,10 @@ def test_one_flipped_byte_is_reported_never_a_crash(store: Path, tmp_path: Path)
       cache verify does not compare), or the flip is in a meta page (LMDB then reads the
       other meta page: the previous committed state, which verifies). Flips in free pages
       and in the unused middle of a page are the common invisible ones.
-    - A process may die reading a store only where verify reported damaged LMDB page
-      structure: LMDB follows node offsets without bounds checks, so a damaged page header
-      can make it read past the file (SIGBUS); verify checks the pages without LMDB first
-      and reports it, and this sweep checks that every such crash was predicted.
+    - no process dies. LMDB follows node offsets without bounds checks, so some damaged
+      page headers could make a reader read past the file (SIGBUS); none of these offsets
+      does, and verify, which checks the pages without LMDB before opening a store, would
+      report such damage without crashing (``docs/reliability.md``).
     """
     offsets = sweep_offsets((store / ACTOR / "data.mdb").stat().st_size)
     assert len(offsets) >= 200
@@ -445,10 +445,8 @@ def test_one_flipped_byte_is_reported_never_a_crash(store: Path, tmp_path: Path)
             continue
         if verdict["verify"] != (0 if report["ok"] else 1):
             failures.append(f"{offset}: verify ok={report['ok']} but exit {verdict['verify']}")
-        damaged = any("damaged LMDB page" in p for a in report["actors"] for p in a["problems"])
         if offset in crashes:
-            if not damaged:
-                failures.append(f"{offset}: a library call crashed the process ({crashes[offset]})")
+            failures.append(f"{offset}: a library call crashed the process ({crashes[offset]})")
             continue
         result = results[offset]
         failures.extend(

@@ -19,7 +19,8 @@ def test_environment_lives_at_root_slash_actor(tmp_path: Path) -> None:
         a.write(cg.Fact(text="alice's"))
         assert b.seq == 0
         assert a.path == tmp_path / "alice"
-    assert sorted(p.name for p in (tmp_path / "alice").iterdir()) == ["data.mdb", "lock.mdb", "writer.lock"]
+    files = sorted(p.name for p in (tmp_path / "alice").iterdir())
+    assert files == ["data.mdb", "lock.mdb", "writer.lock"]
 
 
 def test_second_open_in_one_process_is_a_clear_error(tmp_path: Path) -> None:

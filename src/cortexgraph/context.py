@@ -49,7 +49,7 @@ import numpy.typing as npt
 from .core.context import ContextItem, pack_context
 from .core.forms import TokenEstimator, estimate_tokens
 from .core.state import Record
-from .core.taxonomy import MAX_SHORT_TEXT, MEMORY_TYPES, Event, Goal
+from .core.taxonomy import MAX_SHORT_TEXT, MEMORY_TYPES, Event, Goal, check_utf8
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
 
@@ -151,13 +151,13 @@ def _check_args(
             raise ValidationError("must be None or a non-empty string", field="query")
         if len(query) > _MAX_QUERY:
             raise ValidationError(f"longer than {_MAX_QUERY:,} characters", field="query")
-        _check_utf8(query, "query")
+        check_utf8(query, "query")
     if channel is not None:
         if type(channel) is not str or not channel:
             raise ValidationError("must be None or a non-empty string", field="channel")
         if len(channel) > MAX_SHORT_TEXT:
             raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field="channel")
-        _check_utf8(channel, "channel")
+        check_utf8(channel, "channel")
         channel = unicodedata.normalize("NFC", channel)  # as Event.channel is stored
     if now is not None and (type(now) is not int or not 0 <= now <= _MAX_AT):
         raise ValidationError(
@@ -168,13 +168,6 @@ def _check_args(
     elif not callable(estimator):
         raise ValidationError("must be a callable (text) -> int", field="estimator")
     return query, budget_tokens, channel, estimator
-
-
-def _check_utf8(text: str, field: str) -> None:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError("invalid UTF-8 (lone surrogate)", field=field) from None
 
 
 # ---------------------------------------------------------------------------

@@ -66,6 +66,7 @@ from .core.taxonomy import (
     Attest,
     LearnWeights,
     Memory,
+    check_utf8,
     cited_uris,
     encode_body,
 )
@@ -1252,7 +1253,7 @@ class Batch:
             raise CortexError("batches do not nest; use the batch that is already open")
         if self._done or self._txn is not None:
             raise CortexError("a batch can be used once")
-        cx._env.hold_writer()  # kept until the batch ends, across any regrowth (G4)
+        cx._env.hold_writer()  # kept until the batch ends, across any regrowth (E4)
         try:
             self._txn = cx._env.begin_write()
             try:
@@ -1460,10 +1461,7 @@ class Batch:
             raise ValidationError(f"must be a string, not {type(reason).__name__}", field="reason")
         if len(reason) > MAX_SHORT_TEXT:
             raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field="reason")
-        try:
-            reason.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValidationError("invalid UTF-8 (lone surrogate)", field="reason") from None
+        check_utf8(reason, "reason")
         at = self._cx._at(at)
         fields: dict[str, Any] = {"id": uri.id}
         if reason:

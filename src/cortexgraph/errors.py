@@ -104,9 +104,9 @@ class BatchNoJournalError(CortexError):
     """A batch changed the store without appending a journal entry (invariant J2)."""
 
 
-class CorruptionError(CortexError):
-    """Stored bytes failed a check: non-canonical encoding, a bad layout, a wrong hash, or
-    one of LMDB's own page checks. ``table`` and ``operation`` name where, when known."""
+class _StoreError(CortexError):
+    """An error about the store's bytes or disk; ``table`` and ``operation`` (e.g.
+    ``"get"``, ``"commit"``) name where it happened, when known."""
 
     def __init__(
         self, message: str, *, table: str | None = None, operation: str | None = None
@@ -114,6 +114,11 @@ class CorruptionError(CortexError):
         self.table = table
         self.operation = operation
         super().__init__(message)
+
+
+class CorruptionError(_StoreError):
+    """Stored bytes failed a check: non-canonical encoding, a bad layout, a wrong hash, or
+    one of LMDB's own page checks. ``table`` and ``operation`` name where, when known."""
 
 
 class VerificationError(CortexError):
@@ -128,17 +133,10 @@ class AlreadyOpenError(CortexError):
     """This process already holds the LMDB environment open; reuse that handle."""
 
 
-class StorageError(CortexError):
+class StorageError(_StoreError):
     """The storage failed an operation: an I/O error from the disk, LMDB's reader table
     full, or a directory that is not a cortexgraph store. ``table`` and ``operation`` name
     where, when known. Nothing of a batch that failed this way is committed."""
-
-    def __init__(
-        self, message: str, *, table: str | None = None, operation: str | None = None
-    ) -> None:
-        self.table = table
-        self.operation = operation
-        super().__init__(message)
 
 
 class StorageFullError(StorageError):

@@ -43,6 +43,7 @@ from .core.journal import head_ids
 from .core.keys import seq_key
 from .core.query import Predicate, check_predicate, to_dnf
 from .core.state import HeadState, Record, VersionState, slot_setters
+from .core.taxonomy import check_utf8
 from .core.text import term_counts
 from .core.uri import MemoryURI
 from .embed.base import embed_checked
@@ -494,13 +495,7 @@ def embed_written(cx: Cortex, ids: Iterable[bytes]) -> None:
 def _check(text: object, k: object, mode: object, fusion: object, late_binding: object) -> None:
     if type(text) is not str or not text.strip():
         raise ValidationError("must be a non-empty string", field="text")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        # checked here, or the embedder's own check of its input would blame "texts"
-        raise ValidationError(
-            f"is not valid Unicode ({exc.reason} at index {exc.start})", field="text"
-        ) from None
+    check_utf8(text, "text")  # here, or the embedder's own check would blame "texts"
     if type(k) is not int or not 1 <= k <= MAX_K:
         raise ValidationError(f"must be an integer in 1..{MAX_K}", field="k")
     if mode not in MODES:

@@ -42,9 +42,6 @@ from .hashing import hash_function
 from .uri import MemoryURI
 
 __all__ = [
-    "MAX_TEXT_BYTES",
-    "MEMORY_TYPES",
-    "ORIGINS",
     "ArtifactRef",
     "Attest",
     "Constraint",
@@ -52,10 +49,14 @@ __all__ = [
     "Fact",
     "Goal",
     "LearnWeights",
+    "MAX_TEXT_BYTES",
+    "MEMORY_TYPES",
     "Memory",
+    "ORIGINS",
     "Pattern",
     "Preference",
     "Source",
+    "check_utf8",
     "cited_uris",
     "memory_from_body",
     "memory_to_body",
@@ -84,7 +85,9 @@ T = TypeVar("T")
 # anything else alone, so that the validator reports the type error by field name.
 
 
-def _utf8_ok(value: str, field: str) -> None:
+def check_utf8(value: str, field: str) -> None:
+    """Raise ``ValidationError`` naming ``field`` if ``value`` cannot be encoded as UTF-8
+    (a lone surrogate such as ``"\\ud800"``)."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -145,7 +148,7 @@ def _text(required: bool) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
         name = attribute.name
         if type(value) is not str:
             raise ValidationError(f"must be a string, not {type(value).__name__}", field=name)
-        _utf8_ok(value, name)
+        check_utf8(value, name)
         if len(value) * 4 > MAX_TEXT_BYTES and len(value.encode("utf-8")) > MAX_TEXT_BYTES:
             raise ValidationError(f"longer than {MAX_TEXT_BYTES} bytes of UTF-8", field=name)
         if required and not value.strip():
@@ -161,7 +164,7 @@ def _optional_short(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None
     name = attribute.name
     if type(value) is not str:
         raise ValidationError(f"must be a string or None, not {type(value).__name__}", field=name)
-    _utf8_ok(value, name)
+    check_utf8(value, name)
     if len(value) > MAX_SHORT_TEXT:
         raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field=name)
     if "\n" in value or "\r" in value:
@@ -186,7 +189,7 @@ def _tags(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
             raise ValidationError(
                 f"every tag must be a string, not {type(tag).__name__}", field=attribute.name
             )
-        _utf8_ok(tag, attribute.name)
+        check_utf8(tag, attribute.name)
         if not tag or len(tag) > MAX_TAG_LENGTH:
             raise ValidationError(
                 f"tag {tag!r} must have 1 to {MAX_TAG_LENGTH} characters", field=attribute.name
@@ -461,7 +464,7 @@ def _cited(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if not value:
         raise ValidationError("must cite at least one memory", field=attribute.name)
     for uri in value:
-        _utf8_ok(uri, attribute.name)
+        check_utf8(uri, attribute.name)
         if len(uri) > MAX_SHORT_TEXT:
             raise ValidationError("a cited URI is too long", field=attribute.name)
 

@@ -29,21 +29,21 @@ refused (``StorageError``) before anything is written to it.
 
 Map growth (see ``docs/reliability.md``):
 
-- G1 the map is resized only while no transaction of this process is live:
+- E1 the map is resized only while no transaction of this process is live:
   ``mdb_env_set_mapsize`` requires it, and py-lmdb invalidates every live transaction and
   cursor of the environment when it runs. Every transaction enters :class:`_MapGate` (shared)
   and a resize takes it alone, waiting for the live ones to end and holding new ones back.
-- G2 a writer that runs out of map aborts, doubles the map and replays its batch
+- E2 a writer that runs out of map aborts, doubles the map and replays its batch
   (``MapFull``); a thread holding a transaction never resizes (it would wait for itself), so
   cache rows written from inside a read are deferred until that thread's last read ends.
-- G3 a map grown by another process is adopted (``set_mapsize(0)``) when LMDB reports
+- E3 a map grown by another process is adopted (``set_mapsize(0)``) when LMDB reports
   ``MDB_MAP_RESIZED`` at the start of a transaction, then the transaction is begun again;
   handles live for any number of growths.
-- G4 one writer at a time across threads and processes, for a batch's whole life
+- E4 one writer at a time across threads and processes, for a batch's whole life
   (:class:`_WriterLock`): a batch that grows the map re-applies its entries at the seqs it
   computed, which is only right if no other writer committed in between.
 
-Files: ``data.mdb`` and ``lock.mdb`` (LMDB's), ``writer.lock`` (G4; empty, only locked).
+Files: ``data.mdb`` and ``lock.mdb`` (LMDB's), ``writer.lock`` (E4; empty, only locked).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def storage_error(
 
 
 class _MapGate:
-    """Transactions of this process on one side, a map resize on the other (G1).
+    """Transactions of this process on one side, a map resize on the other (E1).
 
     Any number of transactions may be live at once; a resize waits until none is and holds
     new ones back while it runs. A thread that already holds a transaction may begin
@@ -270,7 +270,7 @@ class _MapGate:
 
 class _WriterLock:
     """One writer at a time, across the threads of this process (a re-entrant lock) and
-    across processes (``flock`` on ``writer.lock`` in the environment directory) (G4).
+    across processes (``flock`` on ``writer.lock`` in the environment directory) (E4).
 
     LMDB's own writer lock is held only while a write transaction is live, but a batch that
     outgrows the map must end its transaction, grow the map and apply its entries again at
@@ -666,7 +666,7 @@ class Environment:
             try:
                 try:
                     dbs[name] = self._env.open_db(name.encode(), create=False)
-                except lmdb.MapResizedError:  # that transaction met another's growth (G3)
+                except lmdb.MapResizedError:  # that transaction met another's growth (E3)
                     self._adopt_map()
                     dbs[name] = self._env.open_db(name.encode(), create=False)
             except lmdb.Error as exc:
@@ -755,7 +755,7 @@ class Environment:
 
     def _begin(self, *, write: bool, operation: str) -> Any:
         """Begin an LMDB transaction holding a place in the map gate (the caller leaves
-        it when the transaction ends). A map another process grew is adopted first (G3)."""
+        it when the transaction ends). A map another process grew is adopted first (E3)."""
         self._check_usable()
         gate = self._gate
         gate.enter()
@@ -783,7 +783,7 @@ class Environment:
             raise
 
     def _adopt_map(self) -> None:
-        """Take up the map size another process set (G3)."""
+        """Take up the map size another process set (E3)."""
 
         def adopt() -> None:
             try:
@@ -810,7 +810,7 @@ class Environment:
 
     def hold_writer(self) -> None:
         """Take the writer lock for longer than one transaction (a batch that may have to
-        grow the map and begin again, G4); pair with :meth:`release_writer`."""
+        grow the map and begin again, E4); pair with :meth:`release_writer`."""
         self._check_usable()
         if self.readonly:
             raise ReadOnlyError(f"{self.path} is open read-only")
@@ -855,7 +855,7 @@ class Environment:
         it needs no journal entry (J2 does not apply), rebuild keeps it, and verify does
         not compare it. On a read-only handle nothing is written. Called by a thread that
         holds a read transaction when the map is full, the rows wait until that thread's
-        last transaction ends (G2).
+        last transaction ends (E2).
         """
         if table not in CACHE_TABLES:
             raise CortexError(f"{table!r} is not a cache table")
