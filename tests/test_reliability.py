@@ -15,6 +15,8 @@ import hashlib
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
@@ -225,3 +227,57 @@ def test_an_empty_lmdb_file_is_a_store_to_create(tmp_path: Path) -> None:
         uri = cx.write(cg.Fact(text="created in an empty environment"))
     with cg.open(tmp_path, "a", readonly=True) as cx:
         assert cx.resolve(uri).version == 1
+
+
+def _until(condition: Callable[[], bool]) -> None:
+    """Spin (yielding the GIL) until ``condition()`` holds; fail after 30 s."""
+    deadline = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0)
+
+
+def test_a_resize_waits_for_live_reads_admits_nested_ones_and_holds_new_ones_back(
+    tmp_path: Path,
+) -> None:
+    """While a thread reads, a resize waits for it (it would invalidate the read); that
+    thread may still begin a nested read (or it would wait for the resize that waits for
+    it); a read begun by another thread once the resize is pending runs after it, and sees
+    the doubled map."""
+    cx = cg.open(tmp_path, "a", map_size=TINY, sync=False)
+    env, gate = cx._env, cx._env._gate
+    size = env.map_size()
+    reading, release = threading.Event(), threading.Event()
+    seen: dict[str, int] = {}
+
+    def holder() -> None:
+        with env.read():
+            reading.set()
+            _until(lambda: gate._resizing)
+            with env.read():
+                seen["nested"] = env.map_size()
+            release.wait()
+            seen["holder"] = env.map_size()
+
+    def newcomer() -> None:
+        with env.read():
+            seen["newcomer"] = env.map_size()
+
+    first = threading.Thread(target=holder)
+    first.start()
+    reading.wait()
+    resize = threading.Thread(target=env.grow)
+    resize.start()
+    _until(lambda: gate._resizing)
+    later = threading.Thread(target=newcomer)
+    later.start()
+    _until(lambda: later.ident is not None)
+    assert "newcomer" not in seen or seen["newcomer"] == 2 * size
+    release.set()
+    for thread in (first, resize, later):
+        thread.join()
+    try:
+        assert seen == {"nested": size, "holder": size, "newcomer": 2 * size}
+        assert env.map_size() == 2 * size
+    finally:
+        cx.close()

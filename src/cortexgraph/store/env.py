@@ -57,6 +57,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from threading import get_ident
 from typing import Any, TypeVar
 
 import blake3
@@ -216,36 +217,51 @@ class _MapGate:
     new ones back while it runs. A thread that already holds a transaction may begin
     another even while a resize waits (it would otherwise wait for itself); such a thread
     may not resize.
+
+    The common path takes no lock: each thread counts its own transactions in ``_counts``
+    (keyed by thread, an entry only while non-zero; under the GIL each dict operation is
+    atomic). A thread announces a transaction *before* it looks for a resize, and a resize
+    announces itself *before* it looks for transactions, so one of the two always sees the
+    other.
     """
 
-    __slots__ = ("_cond", "_live", "_mine", "_resizing")
+    __slots__ = ("_cond", "_counts", "_resizing")
 
     def __init__(self) -> None:
         self._cond = threading.Condition(threading.Lock())
-        self._live = 0
+        self._counts: dict[int, int] = {}
         self._resizing = False
-        self._mine = threading.local()
 
     def held(self) -> int:
         """How many transactions the calling thread holds."""
-        held: int = getattr(self._mine, "count", 0)
-        return held
+        return self._counts.get(get_ident(), 0)
 
     def enter(self) -> None:
-        held = self.held()
+        counts, me = self._counts, get_ident()
+        held = counts.get(me, 0)
+        counts[me] = held + 1
+        if self._resizing and not held:
+            self._wait_for_resize(me)
+
+    def _wait_for_resize(self, me: int) -> None:
+        counts = self._counts
         with self._cond:
-            if not held:
-                while self._resizing:
-                    self._cond.wait()
-            self._live += 1
-        self._mine.count = held + 1
+            while self._resizing:
+                del counts[me]
+                self._cond.notify_all()  # the resize may be waiting for this thread
+                self._cond.wait()
+                counts[me] = 1
 
     def leave(self) -> None:
-        with self._cond:
-            self._live -= 1
-            if not self._live:
+        counts, me = self._counts, get_ident()
+        left = counts[me] - 1
+        if left:
+            counts[me] = left
+            return
+        del counts[me]
+        if self._resizing:
+            with self._cond:
                 self._cond.notify_all()
-        self._mine.count -= 1
 
     def exclusive(self, action: Callable[[], _T]) -> _T:
         """Run ``action`` while no transaction of this process is live."""
@@ -258,8 +274,8 @@ class _MapGate:
             while self._resizing:
                 self._cond.wait()
             self._resizing = True
-            while self._live:
-                self._cond.wait()
+            while self._counts:
+                self._cond.wait(0.01)  # woken by the last leave; the timeout is a backstop
         try:
             return action()
         finally:
