@@ -26,7 +26,7 @@ demo: $(STAMP)
 	$(BIN)/cortexgraph demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benches
+	$(BIN)/ruff check src tests benches tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
