@@ -49,11 +49,10 @@ from .graph import EDGE_STATUSES, PPM, RELATIONS, EdgeState, edge_in_key, edge_o
 from .hashing import hash_function
 from .keys import (
     ID_SIZE,
-    IDX_TAG,
     idx_status_key,
+    idx_tag_keys,
     idx_time_key,
     idx_type_key,
-    ns_prefix,
     version_key,
 )
 from .postings import postings_set
@@ -349,8 +348,7 @@ def _index_keys(ns: str, memory: Memory, memory_id: bytes, at: int) -> list[byte
     """The ``idx`` keys of a memory whose head version was written at ``at``."""
     keys = [idx_type_key(ns, memory.type_code, memory_id), idx_time_key(ns, at, memory_id)]
     if memory.tags:
-        prefix = ns_prefix(IDX_TAG, ns)
-        keys.extend(prefix + tag.encode("utf-8") + b"\0" + memory_id for tag in memory.tags)
+        keys.extend(idx_tag_keys(ns, memory.tags, memory_id))
     return keys
 
 

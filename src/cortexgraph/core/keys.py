@@ -23,6 +23,7 @@ namespaces (the namespace is hashed into the id).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 
 from ..errors import CorruptionError
 
@@ -33,7 +34,7 @@ __all__ = [
     "IDX_TIME",
     "IDX_TYPE",
     "idx_status_key",
-    "idx_tag_key",
+    "idx_tag_keys",
     "idx_time_key",
     "idx_type_key",
     "ns_prefix",
@@ -85,8 +86,14 @@ def idx_type_key(ns: str, type_code: int, memory_id: bytes) -> bytes:
     return ns_prefix(IDX_TYPE, ns) + bytes((type_code,)) + memory_id
 
 
-def idx_tag_key(ns: str, tag: str, memory_id: bytes) -> bytes:
-    return ns_prefix(IDX_TAG, ns) + tag.encode("utf-8") + b"\0" + memory_id
+def idx_tag_keys(ns: str, tags: Iterable[str], memory_id: bytes) -> list[bytes]:
+    """The ``idx`` tag key of each of ``tags`` (the namespace prefix built once).
+
+    >>> idx_tag_keys("n", ["a", "bc"], b"I")
+    [b'Gn\\x00a\\x00I', b'Gn\\x00bc\\x00I']
+    """
+    prefix = ns_prefix(IDX_TAG, ns)
+    return [prefix + tag.encode("utf-8") + b"\0" + memory_id for tag in tags]
 
 
 def idx_status_key(ns: str, status: str, memory_id: bytes) -> bytes:
