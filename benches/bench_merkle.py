@@ -1,4 +1,4 @@
-"""pytest-benchmark benchmarks of Merkle maintenance, replay and proofs (issue 3, item 7).
+"""pytest-benchmark benchmarks of Merkle maintenance, replay and proofs against their baselines.
 
 Run them with::
 

@@ -1,4 +1,4 @@
-"""pytest-benchmark benchmarks of the query layer (issue 4, acceptance item 5).
+"""pytest-benchmark benchmarks of ``find`` against SQLite, ``traverse`` and ``attest``.
 
 Run them with::
 

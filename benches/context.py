@@ -6,11 +6,11 @@ Usage::
     .venv/bin/python benches/context.py --n 20000 --json
     .venv/bin/python benches/context.py --dir /mnt/ssd/tmp     # where the store lives
 
-This is the context figure of issue 6, acceptance item 5: a bundle of at most 2,000 tokens
-from a store of ``--n`` memories (default 100,000), target p95 <= 20 ms. The store is the
-deterministic workload of ``_workload.py`` (about 50% Facts, 30% Events on six channels,
-20% Preferences), written in batches of 1,000 with ``sync=False``, plus a fixed floor:
-24 Constraints, 12 Goals (8 active), and every 10,000th workload memory pinned by an update.
+This is the figure behind context's speed target: a bundle of at most 2,000 tokens from a
+store of ``--n`` memories (default 100,000), target p95 <= 20 ms. The store is the
+deterministic workload of ``_workload.py`` (about 50% Facts, 30% Events on six channels, 20%
+Preferences), written in batches of 1,000 with ``sync=False``, plus a fixed floor: 24
+Constraints, 12 Goals (8 active), and every 10,000th workload memory pinned by an update.
 The embedder is the default ``HashEmbedder``; the vector index is built once before the
 measurements (that build is reported, not timed as a context call).
 

@@ -480,7 +480,7 @@ def store(tmp_path: Path, clock: cg.ManualClock) -> Any:
 
 
 def test_there_are_at_least_twenty_distinct_cases() -> None:
-    """The acceptance list asks for at least 20 distinct bad inputs."""
+    """The bad-input suite covers at least 20 distinct bad inputs, each named once."""
     assert len({case[0] for case in CASES}) == len(CASES) >= 20
 
 

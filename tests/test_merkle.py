@@ -262,7 +262,7 @@ def load(name: str) -> dict[str, Any]:
 
 
 def test_rfc6962_root_of_the_eight_test_leaves() -> None:
-    """Acceptance: in sha256 mode the MMR root of the RFC 6962 test leaves is 5dc9da79...4328,
+    """Known answer: in sha256 mode the MMR root of the RFC 6962 test leaves is 5dc9da79...4328,
     and every prefix root is the published certificate-transparency value (M1)."""
     mmr = MMR("sha256")
     for leaf in RFC6962_LEAVES:

@@ -30,7 +30,7 @@ from cortexgraph.store.env import DERIVED_TABLES
 ACTOR = "agent"
 T0 = 1_700_000_000_000
 NAMESPACES = ("default", "work", "personal.notes", "a-b_c")
-FLIPS = 60  # journal bit flips checked (the acceptance asks for at least 50)
+FLIPS = 60  # journal bit flips checked (the project requires at least 50)
 
 
 def _memories() -> list[cg.Memory]:
@@ -298,7 +298,7 @@ def _flip_positions(pristine: Pristine) -> list[tuple[int, int, int]]:
 def test_verify_names_the_seq_of_any_flipped_journal_bit(
     pristine: Pristine, tmp_path: Path
 ) -> None:
-    """Acceptance: flipping one bit anywhere in any journal entry (60 seeded positions,
+    """Flipping one bit anywhere in any journal entry (60 seeded positions,
     each in a fresh copy of a healthy store) makes ``verify`` fail and report exactly the
     tampered seq as the first diverging one."""
     positions = _flip_positions(pristine)
