@@ -8,13 +8,14 @@ Usage (``benches/run.py --suite locomo`` runs the same measurements)::
 
 The targets: hybrid evidence recall@10 >= 0.65, and recall@10 of the HNSW search against
 exact search over the same stored MiniLM vectors >= 0.95. Each conversation of
-``locomo_dev5.json`` (read from ``../shared/datasets/locomo/`` beside the repository; never
-copied into it) becomes one store: every dialogue turn is an :class:`~cortexgraph.Event`
-with the turn's ``speaker``, its ``text`` (plus ``" [shares <blip_caption>]"`` for an image
-turn) and ``occurred_at`` = the session's date-time as UTC milliseconds, written in
-namespace ``locomo``; each turn gets a ``relates_to`` edge to the previous turn of its
-session (what hybrid recall's graph expansion follows). The vector channel uses
-:class:`~cortexgraph.LocalEmbedder` (all-MiniLM-L6-v2, offline).
+``locomo_dev5.json`` (its licence keeps it out of the repository: pass its path with
+``--data`` or the environment variable ``CORTEXGRAPH_LOCOMO``) becomes one store: every
+dialogue turn is an :class:`~cortexgraph.Event` with the turn's ``speaker``, its ``text``
+(plus ``" [shares <blip_caption>]"`` for an image turn) and ``occurred_at`` = the session's
+date-time as UTC milliseconds, written in namespace ``locomo``; each turn gets a
+``relates_to`` edge to the previous turn of its session (what hybrid recall's graph
+expansion follows). The vector channel uses :class:`~cortexgraph.LocalEmbedder`
+(all-MiniLM-L6-v2, offline).
 
 Every question of categories 1-4 is asked of its own conversation with
 ``cx.recall(question, k=20, mode=...)`` in keyword, vector and hybrid mode (default
@@ -53,7 +54,8 @@ from _report import TimedEmbedder, environment, markdown_table, percentile, prog
 from cortexgraph.embed import LocalEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_DATA = REPO.parent / "shared" / "datasets" / "locomo" / "locomo_dev5.json"
+#: where the LoCoMo development split is (``--data`` overrides; empty: not given)
+DEFAULT_DATA = Path(os.environ.get("CORTEXGRAPH_LOCOMO", ""))
 NS = "locomo"
 K = 20
 KS = (5, 10, 20)

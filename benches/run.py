@@ -398,7 +398,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--data",
         type=Path,
         default=locomo.DEFAULT_DATA,
-        help="the LoCoMo file for --suite locomo (default: ../shared/datasets/locomo/)",
+        help="the LoCoMo file (locomo_dev5.json) for --suite locomo (default:"
+        " $CORTEXGRAPH_LOCOMO)",
     )
     parser.add_argument(
         "--n",

@@ -41,7 +41,7 @@ def test_resolve_accepts_every_reference_form(cx: cg.Cortex) -> None:
 
 def test_id_is_the_documented_hash(cx: cg.Cortex) -> None:
     """id = BLAKE3("cortexgraph/id/v1" | u16 len actor | actor | u16 len ns | ns | u64 seq |
-    canonical body)[:16], computed here independently from DESIGN section 4."""
+    canonical body)[:16], computed here independently from docs/internals.md."""
     memory = cg.Fact(text="deploys go through CI", tags=["deploy"], confidence=0.5)
     cx.write(cg.Fact(text="first"), at=1)
     uri = cx.write(memory, ns="ops", at=2)

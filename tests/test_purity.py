@@ -1,6 +1,6 @@
 """The core is pure: no clock, randomness, environment, files, or shell libraries.
 
-This is the import contract of DESIGN section 2, checked two ways: statically over the
+This is the import contract of docs/architecture.md, checked two ways: statically over the
 source of every module in ``cortexgraph.core``, and dynamically by importing the core in a
 fresh interpreter and looking at what got loaded.
 """

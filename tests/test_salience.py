@@ -421,7 +421,7 @@ def test_decaying_types_halve_at_their_half_life(type_name: str, days: int) -> N
 
 
 def test_half_life_table() -> None:
-    """The half-life table is DESIGN section 9's, covering every memory type."""
+    """The half-life table is docs/ranking.md's, covering every memory type."""
     assert dict(HALF_LIFE_DAYS) == {**DECAYING, **dict.fromkeys(STABLE)}
     assert set(HALF_LIFE_DAYS) == {t.type_name for t in MEMORY_TYPES}
 

@@ -387,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="a --json file of an earlier run: run its survivors against the fast suite",
     )
+    parser.add_argument(
+        "--tests", nargs="+", default=None, help="with --recheck: these test files instead"
+    )
     args = parser.parse_args(argv)
     modules = args.module or list(TARGETS)
     for module in modules:
@@ -407,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     if args.recheck:
-        fast = ["tests", "-m", "not slow"]
+        fast = [*(args.tests or ["tests"]), "-m", "not slow"]
         results = recheck(Path(args.recheck), fast, report)
     else:
         results = run(modules, args.per_module, report)

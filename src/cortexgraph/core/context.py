@@ -5,7 +5,7 @@ packs: which of them fit, in which form, and the exact text. It is pure: the sam
 budget and options give the same bytes on any machine and in any process (no set
 iteration, no locale, no hash seed), so a prompt cache keyed on the text hits.
 
-Layers, in order (DESIGN section 10)::
+Layers, in order (``docs/context.md``)::
 
     floor       "## Always"        medium form    pinned memories, active Goals, Constraints,
                                                   Preferences, the hottest Facts

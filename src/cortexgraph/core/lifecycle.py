@@ -5,7 +5,7 @@ gathers the facts, passes ``now`` in, and journals what the functions decide. No
 reads the clock, the store or randomness; similarities arrive as integers in parts per
 million (ppm, 1,000,000 = 1) so that every threshold comparison is exact.
 
-Forgetting (DESIGN section 9)::
+Forgetting (``docs/lifecycle.md``)::
 
               effective confidence < 0.3
               and idle >= 14 days                  untouched >= 30 days
