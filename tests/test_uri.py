@@ -81,3 +81,20 @@ def test_constructor_validates() -> None:
         cg.MemoryURI("agent", "default", bytes(16), 0)
     with pytest.raises(cg.ValidationError):
         cg.MemoryURI("Agent", "default", bytes(16))
+
+
+@pytest.mark.parametrize(
+    ("parts", "field"),
+    [
+        (("agent", "Bad NS", bytes(16)), "ns"),
+        (("agent", "", bytes(16)), "ns"),
+        (("agent", "x" * 65, bytes(16)), "ns"),
+        (("", "default", bytes(16)), "actor"),
+        (("agent", "default", bytes(16), 2**40), "version"),
+    ],
+)
+def test_constructor_names_the_bad_part(parts: tuple[object, ...], field: str) -> None:
+    """Each part is checked by its own rule, and the error names that part."""
+    with pytest.raises(cg.ValidationError) as caught:
+        cg.MemoryURI(*parts)  # type: ignore[arg-type]
+    assert caught.value.field == field
