@@ -75,7 +75,7 @@ from cortexgraph.core.commitments import (
 from cortexgraph.core.hashing import hash_function
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.merkle import mmr_leaf_hash, smt_key, verify_inclusion, verify_smt
-from cortexgraph.store.env import WriteTxn
+from cortexgraph.store.txn import WriteTxn
 
 BATCH = 1_000
 BATCHES = 20

@@ -54,7 +54,8 @@ from .reading import (
     resolve_in,
 )
 from .records import Attestation, Edge
-from .store.env import MapFull, WriteTxn
+from .store.guards import MapFull
+from .store.txn import WriteTxn
 from .writing import EntryWriter
 
 __all__ = ["DEFAULT_NS", "Batch", "record_access"]

@@ -57,7 +57,7 @@ from .store.columns import ColumnIndex
 from .vector.state import content_key
 
 if TYPE_CHECKING:
-    from .store.env import ReadTxn
+    from .store.txn import ReadTxn
 
 __all__ = ["CompactReport"]
 

@@ -58,7 +58,7 @@ from .recall import RecallResult, run_recall
 
 if TYPE_CHECKING:
     from .store.columns import ColumnIndex, Rows
-    from .store.env import ReadTxn
+    from .store.txn import ReadTxn
 
 __all__ = ["AGENT_TYPES", "BASE_CAPS", "ContextBundle", "caps_for", "run_context"]
 

@@ -22,10 +22,10 @@ from .compact import CompactReport, run_compact
 from .context import ContextBundle, run_context
 from .core.commitments import MemoryProof, SnapshotManifest, build_memory_proof, manifest_for, roots
 from .core.forms import TokenEstimator
-from .core.graph import PPM, EdgeState, bfs, check_traversal, relation_name
+from .core.graph import check_traversal
 from .core.hashing import hash_function
 from .core.journal import Entry, decode_entry
-from .core.keys import seq_from_key, seq_key
+from .core.keys import seq_key
 from .core.query import Predicate
 from .core.signals import max_in_degree, read_in_degree, read_weights
 from .core.state import Record
@@ -36,19 +36,27 @@ from .embedding import sync_vectors as _sync_vectors
 from .errors import CorruptionError, CortexError, NotFoundError, StorageError, ValidationError
 from .find import FindResult, run_find
 from .handle import Handle, open_handle
-from .reading import HeadCache, MemoryRef, describe, edges_of, read_head, read_record, resolve_in
+from .reading import (
+    HeadCache,
+    MemoryRef,
+    describe,
+    edges_of,
+    read_head,
+    read_record,
+    resolve_in,
+    traverse_from,
+)
 from .recall import RecallResult, run_recall
 from .records import Attestation, Edge, Neighbor, Stats, Traversal
 from .replay import rebuild
 from .scope import export_scope
 from .store.columns import ColumnIndex
-from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES, WriteTxn
+from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES
+from .store.txn import WriteTxn
 from .vector.state import VectorState
 
 __all__ = ["Attestation", "Batch", "Cortex", "Edge", "Neighbor", "Stats", "Traversal", "open"]
 
-_JOURNAL_CHUNK = 512
-_MAX_SEQ = 2**64 - 1  # journal keys are u64be
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -511,48 +519,7 @@ class Cortex:
         )
         uri = self._handle.parse_ref(ref, allow_id=True)
         with self._handle.reading() as txn:
-            start = read_head(txn, uri)
-            heads = HeadCache(txn)
-
-            def walk(prefix: bytes) -> Callable[[bytes], list[tuple[str, bytes, int]]]:
-                def neighbours(node: bytes) -> list[tuple[str, bytes, int]]:
-                    found = []
-                    for key, value in txn.iter_items("edges", prefix + node):
-                        edge = EdgeState.decode(value)
-                        relation = relation_name(key[17])
-                        if not edge.active or edge.strength < threshold:
-                            continue
-                        if wanted is None or relation in wanted:
-                            found.append((relation, bytes(key[18:]), edge.strength))
-                    return found
-
-                return neighbours
-
-            levels = bfs(
-                uri.id,
-                depth,
-                walk(b"o") if direction in ("out", "both") else None,
-                walk(b"i") if direction in ("in", "both") else None,
-                admit=lambda node: heads.get(node).status != "tombstoned",
-            )
-            actor = self.actor
-            return Traversal(
-                start=MemoryURI.trusted(actor, start.ns, uri.id, None),
-                levels=tuple(
-                    tuple(
-                        Neighbor(
-                            uri=MemoryURI.trusted(actor, heads.get(step.id).ns, step.id, None),
-                            depth=step.depth,
-                            via=MemoryURI.trusted(actor, heads.get(step.via).ns, step.via, None),
-                            relation=step.relation,
-                            direction=step.direction,
-                            strength=step.strength / PPM,
-                        )
-                        for step in level
-                    )
-                    for level in levels
-                ),
-            )
+            return traverse_from(txn, self.actor, uri, depth, wanted, direction, threshold)
 
     def centrality(self, ref: MemoryRef) -> float:
         """In-degree centrality in 0..1: active in-edges over the highest in-degree."""
@@ -612,7 +579,7 @@ class Cortex:
             CorruptionError: the journal's keys are not dense (J1) or an entry does not
                 decode (J6).
         """
-        for chunk in self._journal_chunks(since):
+        for chunk in self._handle.journal_chunks(since):
             for seq, data in chunk:
                 entry = decode_entry(data)
                 if entry.seq != seq:
@@ -637,37 +604,8 @@ class Cortex:
             ValidationError: ``since`` is not a non-negative integer.
             CorruptionError: the journal's keys are not dense (J1).
         """
-        for chunk in self._journal_chunks(since):
+        for chunk in self._handle.journal_chunks(since):
             yield from chunk
-
-    def _journal_chunks(self, since: int) -> Iterator[list[tuple[int, bytes]]]:
-        """The journal after ``since`` as lists of ``(seq, bytes)``, each list read in a
-        read transaction of its own that ends before the list is handed out."""
-        if type(since) is not int or since < 0:
-            raise ValidationError(
-                f"must be a non-negative integer, not {since!r}", field="since"
-            )
-        next_seq = since + 1
-        while next_seq <= _MAX_SEQ:  # seqs are u64 keys: nothing lies past the largest
-            chunk: list[tuple[int, bytes]] = []
-            with self._handle.reading() as txn, txn.cursor("journal") as cur:
-                if not cur.set_range(seq_key(next_seq)):
-                    return
-                for key, value in cur:
-                    seq = seq_from_key(key)
-                    if seq != next_seq:
-                        raise CorruptionError(
-                            f"journal key {seq} follows {next_seq - 1}; expected {next_seq}",
-                            table="journal",
-                            operation="read",
-                        )
-                    chunk.append((seq, bytes(value)))
-                    next_seq += 1
-                    if len(chunk) == _JOURNAL_CHUNK:
-                        break
-            yield chunk
-            if len(chunk) < _JOURNAL_CHUNK:
-                return
 
     def stats(self) -> Stats:
         """Counts taken in one read: journal length, memories, and entries per table."""
@@ -755,10 +693,6 @@ class Cortex:
 
 
 def sync_vectors(cx: Cortex, *, progress: Callable[[int, int], None] | None = None) -> int:
-    """Bring the vector index of ``cx`` up to the journal's end now, rather than at the
-    next vector recall (see :func:`cortexgraph.embedding.sync_vectors`).
-
-    Returns:
-        How many texts were embedded.
-    """
+    """Bring the vector index of ``cx`` up to the journal's end now; returns how many
+    texts were embedded (see :func:`cortexgraph.embedding.sync_vectors`)."""
     return _sync_vectors(cx._handle, progress=progress)

@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
 from .clock import Clock, SystemClock
 from .core.journal import Identity
-from .core.keys import ID_SIZE
+from .core.keys import ID_SIZE, seq_from_key, seq_key
 from .core.uri import MemoryURI
 from .embed import Embedder, HashEmbedder, embedder_for
 from .errors import CorruptionError, NotFoundError, URIError, ValidationError
 from .reading import BareId, MemoryRef
 from .store.columns import ColumnIndex
-from .store.env import Environment, ReadTxn, WriteTxn
+from .store.env import Environment
+from .store.txn import ReadTxn, WriteTxn
 from .vector.state import VectorState
 
 __all__ = ["Handle", "IndexedRead", "OpenBatch", "Reading", "embedder_spec", "open_handle"]
 
 _MAX_AT = 2**63 - 1
+_MAX_SEQ = 2**64 - 1  # journal keys are u64be
+_JOURNAL_CHUNK = 512
 _EMBEDDER_KEY = b"embedder"
 
 
@@ -161,6 +165,35 @@ class Handle:
     def reading(self) -> Reading:
         """Read through the batch open on this thread (read-your-writes), else a snapshot."""
         return Reading(self)
+
+    def journal_chunks(self, since: int) -> Iterator[list[tuple[int, bytes]]]:
+        """The journal after ``since`` as lists of ``(seq, bytes)``, each list read in a
+        read transaction of its own that ends before the list is handed out."""
+        if type(since) is not int or since < 0:
+            raise ValidationError(
+                f"must be a non-negative integer, not {since!r}", field="since"
+            )
+        next_seq = since + 1
+        while next_seq <= _MAX_SEQ:  # seqs are u64 keys: nothing lies past the largest
+            chunk: list[tuple[int, bytes]] = []
+            with self.reading() as txn, txn.cursor("journal") as cur:
+                if not cur.set_range(seq_key(next_seq)):
+                    return
+                for key, value in cur:
+                    seq = seq_from_key(key)
+                    if seq != next_seq:
+                        raise CorruptionError(
+                            f"journal key {seq} follows {next_seq - 1}; expected {next_seq}",
+                            table="journal",
+                            operation="read",
+                        )
+                    chunk.append((seq, bytes(value)))
+                    next_seq += 1
+                    if len(chunk) == _JOURNAL_CHUNK:
+                        break
+            yield chunk
+            if len(chunk) < _JOURNAL_CHUNK:
+                return
 
     def indexed_read(self) -> IndexedRead:
         """A snapshot of committed state, and the column index brought to it (its seq).

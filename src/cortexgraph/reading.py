@@ -9,19 +9,21 @@ reads through the one it is given.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
 
 from .core.forms import estimate_tokens, render
-from .core.graph import PPM, EdgeState, relation_name
+from .core.graph import PPM, EdgeState, bfs, relation_name
 from .core.keys import version_key
 from .core.lifecycle import jaccard_ppm, link_decision
 from .core.postings import posting_prefix, read_forward
 from .core.state import HeadState, Record, VersionState
 from .core.uri import MemoryURI
 from .errors import CorruptionError, CortexError, NotFoundError
-from .records import Edge
+from .records import Edge, Neighbor, Traversal
 from .store.columns import ColumnIndex
-from .store.env import ReadTxn
+from .store.txn import ReadTxn
 
 __all__ = [
     "BareId",
@@ -41,6 +43,7 @@ __all__ = [
     "resolve_in",
     "row_memo",
     "row_record",
+    "traverse_from",
 ]
 
 #: What the verbs accept as "which memory": a URI (pinned or not), its string form, or,
@@ -240,3 +243,57 @@ def edges_of(
         src, dst = (memory_id, other) if way == "out" else (other, memory_id)
         found.append(edge_record(actor, heads, src, rel, dst, EdgeState.decode(value)))
     return found
+
+
+def traverse_from(
+    txn: ReadTxn,
+    actor: str,
+    uri: MemoryURI | BareId,
+    depth: int,
+    wanted: frozenset[str] | None,
+    direction: str,
+    threshold: int,
+) -> Traversal:
+    """Breadth-first search from ``uri`` along active edges (arguments checked by
+    ``core.graph.check_traversal``; see :meth:`Cortex.traverse <cortexgraph.Cortex.traverse>`)."""
+    start = read_head(txn, uri)
+    heads = HeadCache(txn)
+
+    def walk(prefix: bytes) -> Callable[[bytes], list[tuple[str, bytes, int]]]:
+        def neighbours(node: bytes) -> list[tuple[str, bytes, int]]:
+            found = []
+            for key, value in txn.iter_items("edges", prefix + node):
+                edge = EdgeState.decode(value)
+                relation = relation_name(key[17])
+                if not edge.active or edge.strength < threshold:
+                    continue
+                if wanted is None or relation in wanted:
+                    found.append((relation, bytes(key[18:]), edge.strength))
+            return found
+
+        return neighbours
+
+    levels = bfs(
+        uri.id,
+        depth,
+        walk(b"o") if direction in ("out", "both") else None,
+        walk(b"i") if direction in ("in", "both") else None,
+        admit=lambda node: heads.get(node).status != "tombstoned",
+    )
+    return Traversal(
+        start=MemoryURI.trusted(actor, start.ns, uri.id, None),
+        levels=tuple(
+            tuple(
+                Neighbor(
+                    uri=MemoryURI.trusted(actor, heads.get(step.id).ns, step.id, None),
+                    depth=step.depth,
+                    via=MemoryURI.trusted(actor, heads.get(step.via).ns, step.via, None),
+                    relation=step.relation,
+                    direction=step.direction,
+                    strength=step.strength / PPM,
+                )
+                for step in level
+            )
+            for level in levels
+        ),
+    )

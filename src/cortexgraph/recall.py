@@ -45,7 +45,7 @@ from .reading import BareId, read_head, read_record, row_record
 
 if TYPE_CHECKING:
     from .store.columns import ColumnIndex, Rows
-    from .store.env import ReadTxn
+    from .store.txn import ReadTxn
 
 __all__ = ["RecallHit", "RecallResult"]
 

@@ -45,8 +45,9 @@ from .core.merkle import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError
 from .handle import Handle, open_handle
-from .store.env import DEFAULT_MAP_SIZE, DERIVED_TABLES, Environment, ReadTxn, WriteTxn
+from .store.env import DEFAULT_MAP_SIZE, DERIVED_TABLES, Environment
 from .store.pages import check_pages
+from .store.txn import ReadTxn, WriteTxn
 from .writing import EntryWriter
 
 __all__ = [

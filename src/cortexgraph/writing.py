@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .core.commitments import mmr_mutations, smt_mutations
 from .core.journal import Entry, Identity, apply, edge_keys, head_ids
-from .store.env import WriteTxn
+from .store.txn import WriteTxn
 
 __all__ = ["EntryWriter"]
 

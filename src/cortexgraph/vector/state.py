@@ -26,7 +26,8 @@ from ..embed import Embedder
 from ..embed.base import embed_checked
 from ..errors import CorruptionError, CortexError
 from ..store.columns import ColumnIndex, Rows
-from ..store.env import Environment, ReadTxn
+from ..store.env import Environment
+from ..store.txn import ReadTxn
 
 if TYPE_CHECKING:
     from .index import VectorIndex
