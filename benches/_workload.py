@@ -12,7 +12,7 @@ and, once per batch, just before the commit (``Batch._commit``), the batch's net
 chunk-row writes and deletes. The per-memory rows are read back from the scratch store with
 py-lmdb (``mmr`` is append-only, so its final rows are the written ones). The ``smt`` rows
 are rewritten from batch to batch, so they are recorded while the scratch run commits, by
-wrapping ``cortexgraph.cortex.smt_mutations`` (``Batch._commit`` looks it up at call time)
+wrapping ``cortexgraph.writing.smt_mutations`` (``EntryWriter.flush`` looks it up at call time)
 with a function that calls the real one and keeps the list it returns.
 
 The raw side replays exactly those operations, with the same transaction boundaries, into a
@@ -34,7 +34,7 @@ from typing import Any
 import lmdb
 
 import cortexgraph as cg
-import cortexgraph.cortex as cortex_module
+import cortexgraph.writing as writing_module
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.keys import ID_SIZE
 from cortexgraph.core.merkle import mmr_node_count
@@ -286,7 +286,7 @@ def capture_batches(
     (checked here for ``smt``; :func:`check_same_bytes` checks a measured run).
     """
     smt_writes: list[list[Op]] = []
-    real = cortex_module.smt_mutations  # type: ignore[attr-defined]
+    real = writing_module.smt_mutations  # type: ignore[attr-defined]
 
     def recording(*args: Any, **kwargs: Any) -> list[Op]:
         mutations: list[Op] = real(*args, **kwargs)
@@ -295,11 +295,11 @@ def capture_batches(
 
     with tempfile.TemporaryDirectory(prefix="cg-scratch-") as root:
         cx = cg.open(root, ACTOR, sync=False)
-        cortex_module.smt_mutations = recording  # type: ignore[attr-defined]
+        writing_module.smt_mutations = recording  # type: ignore[attr-defined]
         try:
             write_cortex(cx, memories, batch_size=batch_size, start_at=start_at)
         finally:
-            cortex_module.smt_mutations = real  # type: ignore[attr-defined]
+            writing_module.smt_mutations = real  # type: ignore[attr-defined]
             cx.close()
         tables = read_tables(Path(root) / ACTOR, COMPARED_TABLES)
     groups = _group_per_memory(tables)

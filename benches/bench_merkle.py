@@ -9,7 +9,7 @@ pairs a cortexgraph operation with its baseline (``benches/merkle.py`` describes
 
 - ``merkle-write-fresh`` / ``merkle-write-prefilled``: one round is one batch of 1,000
   memories, committed with sync on; rounds continue the same store. "with" is cortexgraph
-  as it is; "without" the same code with ``cortexgraph.cortex.mmr_mutations`` and
+  as it is; "without" the same code with ``cortexgraph.writing.mmr_mutations`` and
   ``smt_mutations`` patched to return no mutations (what the Merkle work costs). The
   prefilled store starts as a copy of a store of STORE_SIZE memories.
 - ``merkle-replay``: one round is ``cx.rebuild()``, or ``cortexgraph.verify(root, actor)``,

@@ -114,7 +114,7 @@ def measure(root: Path, n: int) -> list[dict[str, Any]]:
 
     def bundle(cx: cg.Cortex, query: str | None, channel: str | None) -> ContextBundle:
         return run_context(
-            cx, query=query, budget_tokens=BUDGET, channel=channel, now=now, estimator=None
+            cx._handle, query=query, budget_tokens=BUDGET, channel=channel, now=now, estimator=None
         )
 
     for label, query, channel in (

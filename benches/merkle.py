@@ -14,7 +14,7 @@ baseline run in the same process (see ``benches/README.md`` for the figures on o
 1. batched writes with Merkle maintenance against the same writes without it: 20 batches of
    1,000 memories (one write transaction each, sync on), first into a fresh store, then into
    a copy of a store already holding ``--n`` memories (a deeper SMT). "Without" is the same
-   cortexgraph code with ``cortexgraph.cortex.mmr_mutations`` and
+   cortexgraph code with ``cortexgraph.writing.mmr_mutations`` and
    ``cortexgraph.cortex.smt_mutations`` patched to return no mutations, so the ratio is
    what the MMR and SMT work adds to a write and nothing else. Both sides write the same
    memories, and their ``journal``, ``heads``, ``versions`` and ``idx`` tables are checked
@@ -55,7 +55,7 @@ import cbor2
 import lmdb
 
 import cortexgraph as cg
-import cortexgraph.cortex as cortex_module
+import cortexgraph.writing as writing_module
 from _report import environment, markdown_table, progress
 from _workload import (
     ACTOR,
@@ -77,7 +77,7 @@ from cortexgraph.core.commitments import (
 from cortexgraph.core.hashing import hash_function
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.merkle import mmr_leaf_hash, smt_key, verify_inclusion, verify_smt
-from cortexgraph.store.env import WriteTxn
+from cortexgraph.store.txn import WriteTxn
 
 BATCH = 1_000
 BATCHES = 20
@@ -113,13 +113,13 @@ def merkle_off() -> Iterator[None]:
     is the bookkeeping around them (a dirty-set insert and an empty ``apply_mutations`` call
     per entry, one more such call per batch), well under a microsecond per memory.
     """
-    saved = cortex_module.mmr_mutations, cortex_module.smt_mutations
-    cortex_module.mmr_mutations = _no_mutations  # type: ignore[assignment]
-    cortex_module.smt_mutations = _no_mutations  # type: ignore[assignment]
+    saved = writing_module.mmr_mutations, writing_module.smt_mutations
+    writing_module.mmr_mutations = _no_mutations  # type: ignore[assignment]
+    writing_module.smt_mutations = _no_mutations  # type: ignore[assignment]
     try:
         yield
     finally:
-        cortex_module.mmr_mutations, cortex_module.smt_mutations = saved
+        writing_module.mmr_mutations, writing_module.smt_mutations = saved
 
 
 # -- stores ---------------------------------------------------------------------------------

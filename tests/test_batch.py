@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import cortexgraph as cg
-import cortexgraph.cortex as cortex_module
+import cortexgraph.writing as writing_module
 from cortexgraph.core.keys import version_key
 
 
@@ -67,7 +67,7 @@ def test_failure_after_touching_the_store_poisons_the_batch(
 
     with pytest.raises(cg.CortexError, match="rolled back"), cx.batch() as b:
         b.write(cg.Fact(text="fine"))
-        monkeypatch.setattr(cortex_module, "apply", failing_apply)
+        monkeypatch.setattr(writing_module, "apply", failing_apply)
         with pytest.raises(cg.CorruptionError):
             b.write(cg.Fact(text="half applied"))
         monkeypatch.undo()

@@ -56,7 +56,7 @@ def context(cx: cg.Cortex, **kwargs: Any) -> ContextBundle:
     """``run_context`` with the defaults ``Cortex.context`` has."""
     args: dict[str, Any] = {"query": None, "channel": None, "now": None, "estimator": None}
     args.update(kwargs)
-    return run_context(cx, **args)
+    return run_context(cx._handle, **args)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import lmdb
 import pytest
 
 import cortexgraph as cg
-from cortexgraph.store import env as store_env
+from cortexgraph.store import guards as store_guards
 
 CHILD = Path(__file__).parent / "scripts" / "disk_full_child.py"
 
@@ -70,7 +70,7 @@ def _lmdb_error(kind: type[lmdb.Error], code: int) -> lmdb.Error:
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG])
 def test_full_disk_errnos_are_storage_full(tmp_path: Path, code: int) -> None:
     """ENOSPC, a quota and a file size limit are StorageFullError, naming the operation."""
-    error = store_env.storage_error(
+    error = store_guards.storage_error(
         _lmdb_error(lmdb.Error, code), tmp_path, table="journal", operation="commit"
     )
     assert type(error) is cg.StorageFullError
@@ -86,8 +86,8 @@ def test_an_io_error_is_a_full_disk_only_when_space_is_short(
 ) -> None:
     """LMDB turns a short write into EIO: with less than FULL_DISK_MARGIN free it is a
     full disk, otherwise an I/O error (StorageError, not StorageFullError)."""
-    monkeypatch.setattr(store_env, "_free_bytes", lambda path: free)
-    error = store_env.storage_error(
+    monkeypatch.setattr(store_guards, "free_bytes", lambda path: free)
+    error = store_guards.storage_error(
         _lmdb_error(lmdb.Error, errno.EIO), tmp_path, operation="commit"
     )
     assert type(error) is kind
@@ -108,5 +108,5 @@ def test_lmdb_errors_become_typed_errors(
     tmp_path: Path, kind: type[lmdb.Error], expected: type[cg.CortexError]
 ) -> None:
     """Each LMDB error class maps to the documented CortexError."""
-    error = store_env.storage_error(_lmdb_error(kind, -30000), tmp_path, operation="get")
+    error = store_guards.storage_error(_lmdb_error(kind, -30000), tmp_path, operation="get")
     assert type(error) is expected

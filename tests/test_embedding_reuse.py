@@ -26,9 +26,10 @@ from numpy.typing import NDArray
 
 import cortexgraph as cg
 from cortexgraph.cli import main
+from cortexgraph.cortex import sync_vectors
 from cortexgraph.embed import HashEmbedder
-from cortexgraph.recall import SAVE_EVERY, sync_vectors
 from cortexgraph.vector.index import VectorIndex
+from cortexgraph.vector.state import SAVE_EVERY
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 64

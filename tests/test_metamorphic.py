@@ -396,7 +396,7 @@ def run_configurations(script: list[Op], workdir: Path) -> list[str]:
     copy = workdir / "e"
     shutil.copytree(workdir / "c" / ACTOR, copy / ACTOR)
     with cg.open(copy, ACTOR, sync=False) as cx:
-        drop_derived(cx)
+        drop_derived(cx._handle)
     with cg.open(copy, ACTOR, sync=False) as cx:
         dropped = cx.stats()
         if dropped.memories or any(dropped.tables[t] for t in DERIVED_TABLES):

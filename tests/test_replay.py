@@ -177,7 +177,7 @@ def test_drop_derived_then_rebuild_restores_everything(tmp_path: Path) -> None:
     with build_store(tmp_path) as cx:
         digests, root, seq = cx.table_digests(), cx.overall_root(), cx.seq
         some = next(cx.journal()).fields["id"]
-        drop_derived(cx)
+        drop_derived(cx._handle)
     empty = cg.open(tmp_path / "empty", ACTOR, sync=False)
     with empty:
         empty_digest = empty.table_digests()["heads"]

@@ -37,7 +37,7 @@ from . import (
     verify_scope,
 )
 from .core.query import Predicate
-from .recall import sync_vectors
+from .cortex import sync_vectors
 
 __all__ = ["main"]
 

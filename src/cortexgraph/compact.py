@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
+from .batch import Batch, set_status
 from .core.fusion import embed_text
+from .core.keys import version_key
 from .core.lifecycle import (
     ARCHIVE_IDLE_MS,
     PRUNE_AFTER_MS,
@@ -41,28 +43,26 @@ from .core.lifecycle import (
     choose_survivor,
     consolidation_decision,
     jaccard_ppm,
-    link_decision,
     merged_changes,
     next_status,
 )
-from .core.postings import posting_prefix, read_forward
 from .core.signals import CANDIDATE, read_access
 from .core.state import HeadState, VersionState
+from .core.taxonomy import MEMORY_TYPES
 from .core.uri import MemoryURI
 from .errors import CortexError
-from .store.columns import ColumnIndex, _type_name
+from .handle import Handle
+from .reading import memory_terms
+from .store.columns import ColumnIndex
+from .vector.state import content_key
 
 if TYPE_CHECKING:
-    from .cortex import Batch, Cortex
-    from .store.env import ReadTxn
+    from .store.txn import ReadTxn
 
 __all__ = ["CompactReport"]
 
-#: auto-linking skips terms shared by more memories than this (they say little)
-RARE_TERM_LIMIT = 64
-MAX_LINK_CANDIDATES = 64
-MAX_LINKS = 5
 _ACTIVE, _ARCHIVED = 1, 3
+_TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
 _PPM = 1_000_000
 
 
@@ -109,7 +109,7 @@ def _forgetting(
         access_count, last_access = read_access(txn, memory_id)
         facts = LifecycleFacts(
             status="active" if status[row] == _ACTIVE else "archived",
-            type_name=_type_name(int(cols["type"][row])),
+            type_name=_TYPE_NAME[int(cols["type"][row])],
             confidence=float(cols["confidence"][row]),
             pinned=bool(cols["pinned"][row]),
             access_count=access_count,
@@ -128,21 +128,14 @@ def _forgetting(
     return archive, prune, len(rows)
 
 
-def _terms(txn: ReadTxn, memory_id: bytes) -> frozenset[str]:
-    forward = read_forward(txn, memory_id)
-    return frozenset() if forward is None else frozenset(forward[1])
-
-
-def _similarity(cx: Cortex, txn: ReadTxn, a: bytes, b: bytes) -> int:
+def _similarity(h: Handle, txn: ReadTxn, a: bytes, b: bytes) -> int:
     """Cosine of the cached embeddings (ppm, floored at 0) when both exist, else Jaccard."""
-    from .recall import content_key
-
-    spec_name = cx._embedder_spec.get("name")
+    spec_name = h.embedder_spec.get("name")
     vectors = []
     if isinstance(spec_name, str):
         for memory_id in (a, b):
             head = _head(txn, memory_id)
-            raw = txn.get("versions", memory_id + head.head.to_bytes(4, "big"))
+            raw = txn.get("versions", version_key(memory_id, head.head))
             if raw is None:
                 break
             text = embed_text(VersionState.decode(raw).memory(), head.ns)
@@ -153,12 +146,12 @@ def _similarity(cx: Cortex, txn: ReadTxn, a: bytes, b: bytes) -> int:
     if len(vectors) == 2:
         cosine = float(np.dot(vectors[0], vectors[1]))
         return max(0, min(_PPM, int(cosine * _PPM)))
-    return jaccard_ppm(_terms(txn, a), _terms(txn, b))
+    return jaccard_ppm(memory_terms(txn, a), memory_terms(txn, b))
 
 
 def _candidate(txn: ReadTxn, memory_id: bytes) -> MergeCandidate:
     head = _head(txn, memory_id)
-    raw = txn.get("versions", memory_id + head.head.to_bytes(4, "big"))
+    raw = txn.get("versions", version_key(memory_id, head.head))
     if raw is None:
         raise CortexError(f"memory {memory_id.hex()} has no head version")
     memory = VersionState.decode(raw).memory()
@@ -172,12 +165,12 @@ def _candidate(txn: ReadTxn, memory_id: bytes) -> MergeCandidate:
     )
 
 
-def run_compact(cx: Cortex, *, now: int | None) -> CompactReport:
+def run_compact(h: Handle, *, now: int | None) -> CompactReport:
     """Carry out :meth:`Cortex.compact`."""
-    if cx._active_batch() is not None:
+    if h.active_batch() is not None:
         raise CortexError("compact runs its own batch; call it outside one")
-    now = cx._at(now)
-    with cx._indexed_read() as (txn, columns, _seq):
+    now = h.at(now)
+    with h.indexed_read() as (txn, columns, _seq):
         archive, prune, examined = _forgetting(columns, txn, now)
         pairs = []
         for key, _ in txn.iter_items("salience", CANDIDATE):
@@ -189,7 +182,7 @@ def run_compact(cx: Cortex, *, now: int | None) -> CompactReport:
                 continue
             if not can_merge(a.type_name, a.ns, b.type_name, b.ns):
                 continue
-            similarity = _similarity(cx, txn, src, dst)
+            similarity = _similarity(h, txn, src, dst)
             decision = consolidation_decision(similarity)
             if decision == "merge":
                 survivor = (src, dst)[choose_survivor(_candidate(txn, src), _candidate(txn, dst))]
@@ -200,11 +193,11 @@ def run_compact(cx: Cortex, *, now: int | None) -> CompactReport:
     archived: list[MemoryURI] = []
     pruned: list[MemoryURI] = []
     merged: list[tuple[MemoryURI, MemoryURI]] = []
-    with cx.batch() as batch:
+    with Batch(h) as batch:
         for memory_id in archive:
-            archived.append(batch._set_status(memory_id, "archived", at=now))
+            archived.append(set_status(batch, memory_id, "archived", at=now))
         for memory_id in prune:
-            pruned.append(batch._set_status(memory_id, "pruned", at=now))
+            pruned.append(set_status(batch, memory_id, "pruned", at=now))
         done: set[bytes] = set()
         for kind, src, dst, survivor, other, similarity in decisions:
             if kind == "weaken":
@@ -220,45 +213,11 @@ def run_compact(cx: Cortex, *, now: int | None) -> CompactReport:
             if changes:
                 batch.update(survivor, at=now, **changes)  # type: ignore[arg-type]
             batch.add_edge(survivor, other, "derived_from", origin="system", at=now)
-            merged_uri = batch._set_status(other, "merged", at=now)
+            merged_uri = set_status(batch, other, "merged", at=now)
             batch.remove_edge(src, dst, "relates_to", at=now)
             head = batch.resolve(survivor)
             merged.append((head.uri, merged_uri))
+    with h.reading() as txn:
+        seq = txn.last_seq()
     return CompactReport(tuple(archived), tuple(pruned), tuple(merged), examined + len(pairs),
-                         cx.seq)
-
-
-def autolink(batch: Batch, memory_id: bytes, ns: str, at: int) -> None:
-    """Link a just-written memory to its most similar neighbours (see the module doc)."""
-    txn = batch._txn
-    terms = _terms(txn, memory_id)
-    if not terms:
-        return
-    candidates: dict[bytes, None] = {}
-    # longer terms first: they are the likelier to be rare (and the order is deterministic)
-    for term in sorted(terms, key=lambda t: (-len(t), t)):
-        found = []
-        for key in txn.iter_prefix("postings", posting_prefix(term)):
-            found.append(bytes(key[-16:]))
-            if len(found) > RARE_TERM_LIMIT:
-                break
-        if len(found) > RARE_TERM_LIMIT:
-            continue
-        candidates.update(dict.fromkeys(found))
-        if len(candidates) >= MAX_LINK_CANDIDATES:
-            break
-    scored = []
-    for other in candidates:
-        if other == memory_id:
-            continue
-        head = _head(txn, other)
-        if head.ns != ns or head.status != "active":
-            continue
-        similarity = jaccard_ppm(terms, _terms(txn, other))
-        decision = link_decision(similarity)
-        if decision.action != "none":
-            scored.append((-similarity, other, decision.action))
-    for negative, other, action in sorted(scored)[:MAX_LINKS]:
-        status = "active" if action == "relates_to" else "suggested"
-        batch.add_edge(memory_id, other, "relates_to", strength=-negative / _PPM,
-                       status=status, at=at)
+                         seq)

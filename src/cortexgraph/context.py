@@ -52,12 +52,13 @@ from .core.state import Record
 from .core.taxonomy import MAX_SHORT_TEXT, MEMORY_TYPES, Event, Goal, check_utf8
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
+from .handle import Handle
+from .reading import row_record
+from .recall import RecallResult, run_recall
 
 if TYPE_CHECKING:
-    from .cortex import Cortex
-    from .recall import RecallResult
     from .store.columns import ColumnIndex, Rows
-    from .store.env import ReadTxn
+    from .store.txn import ReadTxn
 
 __all__ = ["AGENT_TYPES", "BASE_CAPS", "ContextBundle", "caps_for", "run_context"]
 
@@ -179,9 +180,9 @@ class _Reader:
     salience walks the selection needs."""
 
     def __init__(
-        self, cx: Cortex, txn: ReadTxn, index: ColumnIndex, seq: int, now: int
+        self, h: Handle, txn: ReadTxn, index: ColumnIndex, seq: int, now: int
     ) -> None:
-        self.cx = cx
+        self.h = h
         self.txn = txn
         self.index = index
         self.seq = seq
@@ -196,9 +197,7 @@ class _Reader:
 
     def record(self, row: int) -> Record:
         """The row's head version (kept by the index's per-row memos)."""
-        from .cortex import _row_record
-
-        return _row_record(self.txn, self.cx.actor, self.index, row, self.seq)
+        return row_record(self.txn, self.h.actor, self.index, row, self.seq)
 
     def mask_of(self, type_name: str) -> npt.NDArray[np.bool_]:
         """Which of :attr:`agent` are of this type (the type posting list, as a mask)."""
@@ -317,7 +316,7 @@ def _channel_events(reader: _Reader, channel: str, want: int, scan: int) -> list
 
 
 def run_context(
-    cx: Cortex,
+    h: Handle,
     *,
     query: str | None,
     budget_tokens: int,
@@ -328,7 +327,7 @@ def run_context(
     """Carry out :meth:`Cortex.context`: choose candidates, pack them, report the bundle.
 
     Args:
-        cx: the open handle.
+        h: the open handle.
         query: what the prompt is about; its ``recall`` hits fill the foreground.
         budget_tokens: the most tokens the text may cost (0..10,000,000).
         channel: a channel whose most recent Events fill the foreground (after the
@@ -346,20 +345,30 @@ def run_context(
     query, budget_tokens, channel, count = _check_args(
         query, budget_tokens, channel, now, estimator
     )
-    if cx._active_batch() is not None:
+    if h.active_batch() is not None:
         raise CortexError(
             "context reads committed state; call it outside the batch (or after it commits)"
         )
-    now = cx._at(now)
+    now = h.at(now)
     caps = caps_for(budget_tokens)
     for attempt in range(_STATE_RETRIES):
         hits = None
         if query is not None and budget_tokens > 0:
-            hits = cx.recall(query, k=caps["hits"], now=now)
-        with cx._indexed_read() as (txn, index, seq):
+            hits = run_recall(
+                h,
+                query,
+                k=caps["hits"],
+                where=None,
+                mode="hybrid",
+                fusion="score",
+                late_binding=False,
+                now=now,
+                expand_graph=True,
+            )
+        with h.indexed_read() as (txn, index, seq):
             if hits is not None and hits.seq != seq and attempt + 1 < _STATE_RETRIES:
                 continue  # a writer committed between recall and this read: once more
-            items = _candidates(cx, txn, index, seq, hits, channel, caps, now, budget_tokens)
+            items = _candidates(h, txn, index, seq, hits, channel, caps, now, budget_tokens)
             break
     packed = pack_context(items, budget_tokens, estimator=count)
     uris = {item.uri: item.record.uri for item in items}
@@ -372,7 +381,7 @@ def run_context(
 
 
 def _candidates(
-    cx: Cortex,
+    h: Handle,
     txn: ReadTxn,
     index: ColumnIndex,
     seq: int,
@@ -384,7 +393,7 @@ def _candidates(
 ) -> list[ContextItem]:
     if budget_tokens == 0:
         return []
-    reader = _Reader(cx, txn, index, seq, now)
+    reader = _Reader(h, txn, index, seq, now)
     items: list[ContextItem] = []
     ranks = {"floor": 0, "foreground": 0, "background": 0}
     seen: set[str] = set()  # membership only; never iterated

@@ -12,19 +12,19 @@ feeds the frequency factor of salience; the default read journals nothing.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, overload
+from typing import overload
 
 import attrs
 import numpy as np
 
+from .batch import record_access
 from .core.forms import FORMS, TokenEstimator, estimate_tokens
 from .core.query import Predicate, check_bounded, check_order, check_predicate
 from .core.state import Record, slot_setters
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
-
-if TYPE_CHECKING:
-    from .cortex import Cortex
+from .handle import Handle
+from .reading import row_memo
 
 __all__ = ["FindResult", "Hit"]
 
@@ -102,7 +102,7 @@ def _hit(uri: MemoryURI, record: Record, text: str, tokens: int, score: int) -> 
 
 
 def run_find(
-    cx: Cortex,
+    h: Handle,
     where: object,
     *,
     limit: int | None,
@@ -124,14 +124,14 @@ def run_find(
     count = estimator if estimator is not None else estimate_tokens
     if not callable(count):
         raise ValidationError("must be a callable (text) -> int", field="estimator")
-    if cx._active_batch() is not None:
+    if h.active_batch() is not None:
         raise CortexError(
             "find reads committed state; call it outside the batch (or after it commits)"
         )
-    now = cx._at(now)
+    now = h.at(now)
     found: list[tuple[int, Record, str, int]] = []
     used = 0
-    with cx._indexed_read() as (txn, index, seq):
+    with h.indexed_read() as (txn, index, seq):
         query_plan, explained = index.plan(predicate)
         scores: dict[int, int] = {}
         # The walk reads at most ``limit`` rows (it stops as soon as it has them), so the
@@ -146,9 +146,8 @@ def run_find(
         else:
             matched = index.count(query_plan)
         default_count = count is estimate_tokens
-        row_memo = _cortex._row_memo
         for row in walk:
-            memo = row_memo(txn, cx.actor, index, row, seq)
+            memo = row_memo(txn, h.actor, index, row, seq)
             record = memo.record
             text, tokens = memo.shown(form)
             if not default_count:
@@ -171,8 +170,6 @@ def run_find(
         _hit(record.uri, record, text, tokens, scores[row]) for row, record, text, tokens in found
     ]
     if late_binding and hits:
-        cx._record_access([hit.uri for hit in hits], at=now)
+        record_access(h, [hit.uri for hit in hits], at=now)
     return FindResult(tuple(hits), used, matched, explained, seq)
 
-
-from . import cortex as _cortex  # noqa: E402 - cortex imports this module first

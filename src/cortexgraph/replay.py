@@ -38,15 +38,17 @@ from typing import Any
 
 import attrs
 
-from .core.commitments import SnapshotManifest, manifest_for, mmr_mutations, roots, smt_mutations
-from .core.journal import Identity, apply, decode_entry, edge_keys, head_ids
+from .core.commitments import SnapshotManifest, manifest_for, roots
+from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key
 from .core.merkle import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
-from .cortex import Cortex, open
 from .errors import CorruptionError, CortexError, NotFoundError
-from .store.env import DERIVED_TABLES, Environment, ReadTxn, WriteTxn
+from .handle import Handle, open_handle
+from .store.env import DEFAULT_MAP_SIZE, DERIVED_TABLES, Environment
 from .store.pages import check_pages
+from .store.txn import ReadTxn, WriteTxn
+from .writing import EntryWriter
 
 __all__ = [
     "ActorReport",
@@ -141,9 +143,7 @@ def _replay(
     first entry that cannot be decoded or applied. ``on_entry(seq, bytes, mmr leaf hash)``
     is called after each entry.
     """
-    hash_name = identity.hash_name
-    dirty: dict[bytes, None] = {}
-    dirty_edges: dict[bytes, None] = {}
+    writer = EntryWriter(identity)
     stops = sorted(set(checkpoints))
     stop_at = 0
     size = 0
@@ -154,31 +154,22 @@ def _replay(
             entry = decode_entry(data)
             if entry.seq != seq:
                 raise CorruptionError(f"the entry stored at seq {seq} says seq {entry.seq}")
-            if append:
-                txn.append_entry(seq, data)
-            txn.apply_mutations(apply(identity, entry, txn))
+            leaf = writer.write(txn, entry, data, append=append, trusted=False)
         except CorruptionError as exc:
             raise ReplayError(seq, f"journal entry {seq}: {exc}") from None
-        nodes = mmr_mutations(hash_name, txn.get, size, data)
-        txn.apply_mutations(nodes)
-        dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
-        dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
         size = seq
         if on_entry is not None:
-            on_entry(seq, data, nodes[0][2])  # type: ignore[arg-type]  # the leaf is a put
+            on_entry(seq, data, leaf)
         at_stop = stop_at < len(stops) and stops[stop_at] == seq
-        if at_stop or len(dirty) + len(dirty_edges) >= _SMT_FLUSH:
-            txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty, dirty_edges))
-            dirty.clear()
-            dirty_edges.clear()
+        if at_stop or writer.pending >= _SMT_FLUSH:
+            writer.flush(txn)
         if at_stop:
             stop_at += 1
             if on_checkpoint is not None:
                 on_checkpoint(seq)
         if progress is not None and seq % _PROGRESS_EVERY == 0:
             progress(seq, total)
-    if dirty or dirty_edges:
-        txn.apply_mutations(smt_mutations(hash_name, txn.get, dirty, dirty_edges))
+    writer.flush(txn)
     if progress is not None:
         progress(size, total)
     return size
@@ -190,14 +181,13 @@ def _journal(txn: ReadTxn) -> Iterator[tuple[int, bytes]]:
             yield seq_from_key(key, table="journal"), bytes(value)
 
 
-def drop_derived(cx: Cortex) -> None:
+def drop_derived(h: Handle) -> None:
     """Empty every derived table (the journal, snapshots and identity stay).
 
     The store reads as empty until :func:`rebuild`; prefer ``rebuild``, which drops and
     replays in one transaction.
     """
-    env = _env(cx)
-    txn = env.begin_write(replay=True)
+    txn = h.env.begin_write(replay=True)
     try:
         for table in DERIVED_TABLES:
             txn.drop(table)
@@ -207,7 +197,7 @@ def drop_derived(cx: Cortex) -> None:
         raise
 
 
-def rebuild(cx: Cortex, *, progress: Progress | None = None) -> int:
+def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
     """Drop the derived tables and replay the whole journal into them, atomically.
 
     Returns the number of entries replayed.
@@ -216,26 +206,20 @@ def rebuild(cx: Cortex, *, progress: Progress | None = None) -> int:
         CorruptionError: an entry cannot be decoded or applied (naming its seq); the store
             is left as it was.
     """
-    env = _env(cx)
-    if cx._active_batch() is not None:
+    if h.active_batch() is not None:
         raise CortexError("cannot rebuild inside a batch")
-    txn = env.begin_write(replay=True)
+    txn = h.env.begin_write(replay=True)
     try:
         total = txn.last_seq()
         for table in DERIVED_TABLES:
             txn.drop(table)
         entries = list(_journal(txn))  # materialised: the cursor must not see our writes
-        count = _replay(txn, cx._identity, entries, append=False, total=total, progress=progress)
+        count = _replay(txn, h.identity, entries, append=False, total=total, progress=progress)
         txn.commit()
     except BaseException:
         txn.abort()
         raise
     return count
-
-
-def _env(cx: Cortex) -> Environment:
-    env: Environment = cx._env
-    return env
 
 
 # ---------------------------------------------------------------------------
@@ -287,8 +271,21 @@ def _verify_actor(root: Path, actor: str, progress: Progress | None) -> ActorRep
     if damaged is not None:
         return damaged
     try:
-        with open(root, actor, readonly=True) as cx:
-            return _verify_open(cx, progress)
+        h = open_handle(
+            root / actor,
+            actor,
+            create=False,
+            readonly=True,
+            map_size=DEFAULT_MAP_SIZE,
+            sync=True,
+            hash_name=None,
+            embedder=None,
+            reembed=False,
+        )
+        try:
+            return _verify_open(h, progress)
+        finally:
+            h.env.close()
     except CortexError as exc:
         return _stopped(actor, started, exc)
 
@@ -340,25 +337,25 @@ def _bind(progress: Callable[[str, int, int], None], actor: str) -> Progress:
     return lambda done, total: progress(actor, done, total)
 
 
-def verify_cortex(cx: Cortex, *, progress: Progress | None = None) -> ActorReport:
+def verify_cortex(h: Handle, *, progress: Progress | None = None) -> ActorReport:
     """Verify an open store against a rebuild of its own journal (see the module doc).
 
     The page structure is checked first; a store with damaged pages is reported without
     letting LMDB walk it. Problems are reported, never raised.
     """
-    damaged = _damaged_pages(cx.actor, cx._env.path / "data.mdb", time.perf_counter())
-    return damaged if damaged is not None else _verify_open(cx, progress)
+    damaged = _damaged_pages(h.actor, h.env.path / "data.mdb", time.perf_counter())
+    return damaged if damaged is not None else _verify_open(h, progress)
 
 
-def _verify_open(cx: Cortex, progress: Progress | None) -> ActorReport:
+def _verify_open(h: Handle, progress: Progress | None) -> ActorReport:
     """Verify a store whose pages were checked (see the module doc)."""
     started = time.perf_counter()
     scratch_dir = Path(tempfile.mkdtemp(prefix="cortexgraph-verify-"))
     try:
-        with cx._env.read() as original:
-            return _Verifier(cx, original, scratch_dir, progress).run()
+        with h.env.read() as original:
+            return _Verifier(h, original, scratch_dir, progress).run()
     except CortexError as exc:
-        return _stopped(cx.actor, started, exc)
+        return _stopped(h.actor, started, exc)
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)
 
@@ -367,9 +364,9 @@ class _Verifier:
     """One verification: the original's read transaction and a scratch environment."""
 
     def __init__(
-        self, cx: Cortex, original: ReadTxn, scratch_dir: Path, progress: Progress | None
+        self, h: Handle, original: ReadTxn, scratch_dir: Path, progress: Progress | None
     ) -> None:
-        self.cx = cx
+        self.h = h
         self.original = original
         self.scratch_dir = scratch_dir
         self.progress = progress
@@ -390,9 +387,9 @@ class _Verifier:
             self.first_bad = seq
 
     def run(self) -> ActorReport:
-        cx = self.cx
+        h = self.h
         try:
-            self.stored_root = roots(cx.hash_name, self.original.get, self.total)[2].hex()
+            self.stored_root = roots(h.hash_name, self.original.get, self.total)[2].hex()
         except CorruptionError as exc:
             self.bad(None, f"the store's own Merkle tables are unreadable: {exc}")
         self.snapshots = _stored_snapshots(self.original, self.problems)
@@ -401,13 +398,13 @@ class _Verifier:
             if seq > self.total:
                 self.bad(None, f"snapshot at seq {seq} is beyond the journal ({self.total})")
         scratch = Environment(
-            self.scratch_dir / cx.actor,
-            cx.actor,
+            self.scratch_dir / h.actor,
+            h.actor,
             create=True,
             readonly=False,
-            map_size=max(cx._env.map_size(), 1 << 26),
+            map_size=max(h.env.map_size(), 1 << 26),
             sync=False,
-            hash_name=cx.hash_name,
+            hash_name=h.hash_name,
         )
         try:
             if self.rebuild_into(scratch):
@@ -417,9 +414,9 @@ class _Verifier:
         if self.rebuilt_root and self.stored_root not in (None, self.rebuilt_root):
             self.bad(None, "the store's OverallRoot differs from the rebuilt one")
         return ActorReport(
-            actor=cx.actor,
+            actor=h.actor,
             ok=not self.problems,
-            entries=self.cx._env.table_entries(self.original, "journal"),
+            entries=self.h.env.table_entries(self.original, "journal"),
             overall_root=self.rebuilt_root,
             stored_root=self.stored_root,
             first_bad_seq=self.first_bad,
@@ -435,7 +432,7 @@ class _Verifier:
         try:
             _replay(
                 txn,
-                self.cx._identity,
+                self.h.identity,
                 _journal(self.original),
                 append=True,
                 total=self.total,
@@ -451,7 +448,7 @@ class _Verifier:
         except BaseException:
             txn.abort()
             raise
-        self.rebuilt_root = roots(self.cx.hash_name, txn.get, self.total)[2].hex()
+        self.rebuilt_root = roots(self.h.hash_name, txn.get, self.total)[2].hex()
         txn.commit()
         return True
 
@@ -482,7 +479,7 @@ class _Verifier:
         if txn is None:  # pragma: no cover - checkpoints only fire inside rebuild_into
             raise CortexError("snapshot check outside a replay")
         stored = self.snapshots[seq]
-        built = manifest_for(self.cx.actor, self.cx.hash_name, txn.get, seq, stored.at)
+        built = manifest_for(self.h.actor, self.h.hash_name, txn.get, seq, stored.at)
         self.checked += 1
         if not built.same_roots(stored) or built.hash_name != stored.hash_name:
             self.bad(seq, f"snapshot at seq {seq} does not match the journal")

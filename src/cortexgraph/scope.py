@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
-from .core.commitments import _mmr_getter, _smt_getter, edge_smt_key, roots
+from .context import ContextBundle
+from .core.commitments import edge_smt_key, mmr_getter, roots, smt_getter
 from .core.context import ContextItem, pack_context
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
 from .core.fusion import RECALL_BM25
 from .core.graph import OUT
+from .core.keys import seq_key, version_key
 from .core.merkle import mmr_inclusion_proof, smt_key
 from .core.postings import index_text
 from .core.query import (
@@ -40,10 +42,9 @@ from .core.state import HeadState, Record
 from .core.text import bm25_scores, term_counts
 from .core.uri import MemoryURI
 from .errors import NotFoundError, ValidationError
-from .find import FindResult, Hit
-
-if TYPE_CHECKING:
-    from .cortex import Cortex, MemoryRef
+from .find import FindResult, Hit, run_find
+from .handle import Handle
+from .reading import MemoryRef
 
 __all__ = ["ScopeView", "export_scope", "verify_scope"]
 
@@ -52,7 +53,7 @@ _EXCLUDED_TYPES = ("attest", "learn_weights")
 
 
 def export_scope(
-    cx: Cortex, where_or_uris: Predicate | Iterable[MemoryRef], *, limit: int,
+    h: Handle, where_or_uris: Predicate | Iterable[MemoryRef], *, limit: int,
     include_edges: bool,
 ) -> bytes:
     """Carry out :meth:`Cortex.scope`."""
@@ -61,7 +62,18 @@ def export_scope(
     if type(include_edges) is not bool:
         raise ValidationError("must be True or False", field="include_edges")
     if isinstance(where_or_uris, Predicate):
-        ids = [uri.id for uri in cx.find(where_or_uris, limit=limit).uris]
+        found = run_find(
+            h,
+            where_or_uris,
+            limit=limit,
+            budget_tokens=None,
+            order_by="salience",
+            form="short",
+            late_binding=False,
+            now=None,
+            estimator=None,
+        )
+        ids = [uri.id for uri in found.uris]
     elif isinstance(where_or_uris, (str, bytes, MemoryURI)) or not isinstance(
         where_or_uris, Iterable
     ):
@@ -71,22 +83,22 @@ def export_scope(
         if len(refs) > limit:
             raise ValidationError(f"{len(refs)} memories is more than limit={limit}",
                                   field="limit")
-        ids = list(dict.fromkeys(cx._parse_ref(ref, allow_id=True).id for ref in refs))
-    h = cx.hash_name
-    with cx._env.read() as txn:
+        ids = list(dict.fromkeys(h.parse_ref(ref, allow_id=True).id for ref in refs))
+    hash_name = h.hash_name
+    with h.env.read() as txn:
         size = txn.last_seq()
-        mmr, smt, root = roots(h, txn.get, size)
-        getter = _smt_getter(txn.get)
+        mmr, smt, root = roots(hash_name, txn.get, size)
+        getter = smt_getter(txn.get)
         records = []
         for memory_id in ids:
             raw = txn.get("heads", memory_id)
             if raw is None:
                 raise NotFoundError(f"no memory {memory_id.hex()}")
             head = HeadState.decode(raw)
-            version = txn.get("versions", memory_id + head.head.to_bytes(4, "big"))
+            version = txn.get("versions", version_key(memory_id, head.head))
             if version is None:
                 raise NotFoundError(f"memory {memory_id.hex()} has no head version")
-            proof = smt_store_prove(h, getter, smt_key(h, head.ns, memory_id))
+            proof = smt_store_prove(hash_name, getter, smt_key(hash_name, head.ns, memory_id))
             records.append({"id": memory_id, "head": bytes(raw), "version": bytes(version),
                             "proof": proof})
         edges = []
@@ -96,14 +108,14 @@ def export_scope(
                 for key, value in txn.iter_items("edges", OUT + memory_id):
                     if bytes(key[18:]) in wanted:
                         key = bytes(key)
-                        proof = smt_store_prove(h, getter, edge_smt_key(h, key))
+                        proof = smt_store_prove(hash_name, getter, edge_smt_key(hash_name, key))
                         edges.append({"key": key, "record": bytes(value), "proof": proof})
         anchor = None
         if size:
-            first = txn.get("journal", (1).to_bytes(8, "big"))
-            path = mmr_inclusion_proof(h, _mmr_getter(txn.get), 0, size)
+            first = txn.get("journal", seq_key(1))
+            path = mmr_inclusion_proof(hash_name, mmr_getter(txn.get), 0, size)
             anchor = {"entry": bytes(first or b""), "proof": list(path)}
-    manifest = {"actor": cx.actor, "hash_name": h, "seq": size, "mmr_root": mmr,
+    manifest = {"actor": h.actor, "hash_name": hash_name, "seq": size, "mmr_root": mmr,
                 "smt_root": smt, "overall_root": root}
     return encode_scope(manifest, anchor, records, edges)
 
@@ -263,8 +275,6 @@ class ScopeView(VerifiedScope, Sequence[Record]):
         """A context bundle packed from the slice: the floor (pinned memories, Goals,
         Constraints, Preferences, then the most salient Facts), the keyword recall of
         ``query`` as the foreground, the rest as one-line background."""
-        from .context import ContextBundle
-
         now = self._now(now)
         degrees = self._in_degrees()
         top = max(degrees.values(), default=0)

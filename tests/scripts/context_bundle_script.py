@@ -185,7 +185,12 @@ def bundles(root: Path) -> dict[str, ContextBundle]:
     with cg.open(root, ACTOR, sync=False) as cx:
         return {
             name: run_context(
-                cx, query=query, budget_tokens=budget, channel=channel, now=NOW, estimator=None
+                cx._handle,
+                query=query,
+                budget_tokens=budget,
+                channel=channel,
+                now=NOW,
+                estimator=None,
             )
             for name, (query, budget, channel) in CASES.items()
         }

@@ -67,9 +67,11 @@ __all__ = [
     "empty_roots",
     "head_commitment",
     "manifest_for",
+    "mmr_getter",
     "mmr_key",
     "mmr_mutations",
     "roots",
+    "smt_getter",
     "smt_mutations",
     "verify_memory_proof",
 ]
@@ -101,11 +103,13 @@ def head_commitment(hash_name: str, head: bytes, version: bytes) -> bytes:
     return hash_parts(hash_name, _HEAD_DOMAIN, _U32.pack(len(head)), head, version)
 
 
-def _mmr_getter(get: Get) -> Callable[[int], bytes | None]:
+def mmr_getter(get: Get) -> Callable[[int], bytes | None]:
+    """The ``mmr`` table as ``position -> node hash`` (what the MMR math reads)."""
     return lambda position: get("mmr", _U64.pack(position))
 
 
-def _smt_getter(get: Get) -> Callable[[bytes], bytes | None]:
+def smt_getter(get: Get) -> Callable[[bytes], bytes | None]:
+    """The ``smt`` table as ``key -> row`` (what the SMT store reads)."""
     return lambda key: get("smt", key)
 
 
@@ -184,7 +188,7 @@ def smt_mutations(
         )
     if not updates:
         return []
-    _, writes = smt_store_apply(hash_name, _smt_getter(get), updates)
+    _, writes = smt_store_apply(hash_name, smt_getter(get), updates)
     return [("smt", key, value) for key, value in sorted(writes.items())]
 
 
@@ -201,8 +205,8 @@ def edge_commitment(hash_name: str, record: bytes) -> bytes:
 
 def roots(hash_name: str, get: Get, size: int) -> tuple[bytes, bytes, bytes]:
     """``(mmr_root, smt_root, overall_root)`` of a store whose journal holds ``size``."""
-    mmr = mmr_root(hash_name, _mmr_getter(get), size)
-    smt = smt_store_root(_smt_getter(get))
+    mmr = mmr_root(hash_name, mmr_getter(get), size)
+    smt = smt_store_root(smt_getter(get))
     return mmr, smt, overall_root(hash_name, size, mmr, smt)
 
 
@@ -328,16 +332,16 @@ def build_memory_proof(
         origin = get("journal", _U64.pack(origin_seq)) or b""
         if not origin:
             raise CorruptionError(f"journal entry {origin_seq} is missing")
-        origin_proof = mmr_inclusion_proof(hash_name, _mmr_getter(get), origin_seq - 1, size)
+        origin_proof = mmr_inclusion_proof(hash_name, mmr_getter(get), origin_seq - 1, size)
     return MemoryProof(
         hash_name=hash_name,
         uri=MemoryURI.trusted(uri.actor, head.ns, uri.id, version),
         head_record=raw_head,
         head_version_record=head_version,
         version_record=wanted,
-        smt_proof=smt_store_prove(hash_name, _smt_getter(get), key),
+        smt_proof=smt_store_prove(hash_name, smt_getter(get), key),
         entry=entry,
-        mmr_proof=tuple(mmr_inclusion_proof(hash_name, _mmr_getter(get), seq - 1, size)),
+        mmr_proof=tuple(mmr_inclusion_proof(hash_name, mmr_getter(get), seq - 1, size)),
         journal_size=size,
         mmr_root=mmr,
         smt_root=smt,

@@ -31,7 +31,7 @@ Map growth (see ``docs/reliability.md``):
 
 - E1 the map is resized only while no transaction of this process is live:
   ``mdb_env_set_mapsize`` requires it, and py-lmdb invalidates every live transaction and
-  cursor of the environment when it runs. Every transaction enters :class:`_MapGate` (shared)
+  cursor of the environment when it runs. Every transaction enters :class:`MapGate` (shared)
   and a resize takes it alone, waiting for the live ones to end and holding new ones back.
 - E2 a writer that runs out of map aborts, doubles the map and replays its batch
   (``MapFull``); a thread holding a transaction never resizes (it would wait for itself), so
@@ -40,7 +40,7 @@ Map growth (see ``docs/reliability.md``):
   ``MDB_MAP_RESIZED`` at the start of a transaction, then the transaction is begun again;
   handles live for any number of growths.
 - E4 one writer at a time across threads and processes, for a batch's whole life
-  (:class:`_WriterLock`): a batch that grows the map re-applies its entries at the seqs it
+  (:class:`WriterLock`): a batch that grows the map re-applies its entries at the seqs it
   computed, which is only right if no other writer committed in between.
 
 Files: ``data.mdb`` and ``lock.mdb`` (LMDB's), ``writer.lock`` (E4; empty, only locked).
@@ -48,26 +48,20 @@ Files: ``data.mdb`` and ``lock.mdb`` (LMDB's), ``writer.lock`` (E4; empty, only 
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import itertools
 import os
 import struct
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from threading import get_ident
 from typing import Any, TypeVar
 
 import blake3
 import lmdb
 
 from ..core.codec import decode, encode
-from ..core.keys import seq_from_key, seq_key
 from ..errors import (
     AlreadyOpenError,
-    BatchNoJournalError,
     CorruptionError,
     CortexError,
     NotFoundError,
@@ -76,17 +70,17 @@ from ..errors import (
     StorageFullError,
     ValidationError,
 )
+from .guards import NO_WRITER, MapFull, MapGate, WriterLock, storage_error
+from .txn import ReadTxn, WriteTxn
 
 __all__ = [
     "CACHE_TABLES",
     "DERIVED_TABLES",
     "MAX_MAP_SIZE",
-    "MapFull",
     "TABLES",
     "Environment",
-    "ReadTxn",
+    "ReadTxn",  # defined in store.txn; still imported from here by store.columns
     "WriteTxn",
-    "storage_error",
 ]
 
 TABLES = (
@@ -109,25 +103,11 @@ CACHE_TABLES = ("emb",)
 SCHEMA = 1
 DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space; the file grows only as it is used
 MAX_MAP_SIZE = 1 << 40
-#: an I/O error (EIO) with less than this free on the store's file system is a full disk:
-#: LMDB turns a short write, which is how a full disk often shows, into EIO
-FULL_DISK_MARGIN = 64 << 20
-
 _T = TypeVar("_T")
 _U32 = struct.Struct(">I")
 _open_paths: dict[str, weakref.ref[Environment]] = {}
 _registry_lock = threading.Lock()
 
-#: LMDB errors that mean the bytes on disk are not what LMDB wrote
-_CORRUPT = (
-    lmdb.CorruptedError,
-    lmdb.PageNotFoundError,
-    lmdb.InvalidError,
-    lmdb.VersionMismatchError,
-    lmdb.IncompatibleError,
-    lmdb.BadChecksumError,
-)
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 def _forget_after_fork() -> None:
@@ -141,426 +121,6 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-class MapFull(Exception):
-    """The LMDB map is full; the writer grows it and replays the batch's entries."""
-
-
-def _free_bytes(path: Path) -> int | None:
-    try:
-        stat = os.statvfs(path)
-    except OSError:
-        return None
-    return stat.f_bavail * stat.f_frsize
-
-
-def storage_error(
-    exc: lmdb.Error, path: Path, *, table: str | None = None, operation: str
-) -> CortexError:
-    """The typed error for an ``lmdb.Error`` raised by ``operation`` (on ``table``).
-
-    The one place LMDB's errors are translated: corruption and failed page checks become
-    :class:`CorruptionError`; a full disk (ENOSPC, a quota, a file size limit, or EIO with
-    less than :data:`FULL_DISK_MARGIN` free) :class:`StorageFullError`; a write on a
-    read-only file :class:`ReadOnlyError`; anything else :class:`StorageError`.
-    """
-    where = operation if table is None else f"{operation} on table {table!r}"
-    code = getattr(exc, "code", 0)
-    if isinstance(exc, _CORRUPT):
-        return CorruptionError(
-            f"{path}: the store is damaged ({where}): {exc}", table=table, operation=operation
-        )
-    if isinstance(exc, lmdb.BadTxnError):  # an earlier operation of the transaction failed
-        return CorruptionError(
-            f"{path}: the transaction failed earlier ({where}): {exc}",
-            table=table,
-            operation=operation,
-        )
-    if isinstance(exc, lmdb.ReadonlyError):
-        return ReadOnlyError(f"{path}: cannot write ({where}): {exc}")
-    if isinstance(exc, lmdb.DiskError) or code in _FULL_ERRNOS:
-        full = True
-    elif code == errno.EIO:
-        free = _free_bytes(path)
-        full = free is not None and free < FULL_DISK_MARGIN
-    else:
-        full = False
-    if full:
-        free = _free_bytes(path)
-        left = "" if free is None else f" ({free:,} bytes free)"
-        return StorageFullError(
-            f"{path}: no space left on the device{left}; the operation ({where}) was rolled"
-            f" back: free some space and retry ({exc})",
-            table=table,
-            operation=operation,
-        )
-    if isinstance(exc, lmdb.ReadersFullError):
-        return StorageError(
-            f"{path}: LMDB's reader table is full ({where}): too many threads and processes"
-            " read this store at once",
-            table=table,
-            operation=operation,
-        )
-    if isinstance(exc, lmdb.PanicError):
-        return StorageError(
-            f"{path}: an earlier write failed half-way ({where}); close every handle of this"
-            " store in this process and open it again",
-            table=table,
-            operation=operation,
-        )
-    return StorageError(f"{path}: {where} failed: {exc}", table=table, operation=operation)
-
-
-class _MapGate:
-    """Transactions of this process on one side, a map resize on the other (E1).
-
-    Any number of transactions may be live at once; a resize waits until none is and holds
-    new ones back while it runs. A thread that already holds a transaction may begin
-    another even while a resize waits (it would otherwise wait for itself); such a thread
-    may not resize.
-
-    The common path takes no lock: each thread counts its own transactions in ``_counts``
-    (keyed by thread, an entry only while non-zero; under the GIL each dict operation is
-    atomic). A thread announces a transaction *before* it looks for a resize, and a resize
-    announces itself *before* it looks for transactions, so one of the two always sees the
-    other.
-    """
-
-    __slots__ = ("_cond", "_counts", "_resizing")
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
-        self._counts: dict[int, int] = {}
-        self._resizing = False
-
-    def held(self) -> int:
-        """How many transactions the calling thread holds."""
-        return self._counts.get(get_ident(), 0)
-
-    def enter(self) -> None:
-        counts, me = self._counts, get_ident()
-        held = counts.get(me, 0)
-        counts[me] = held + 1
-        if self._resizing and not held:
-            self._wait_for_resize(me)
-
-    def _wait_for_resize(self, me: int) -> None:
-        counts = self._counts
-        with self._cond:
-            while self._resizing:
-                del counts[me]
-                self._cond.notify_all()  # the resize may be waiting for this thread
-                self._cond.wait()
-                counts[me] = 1
-
-    def leave(self) -> None:
-        counts, me = self._counts, get_ident()
-        left = counts[me] - 1
-        if left:
-            counts[me] = left
-            return
-        del counts[me]
-        if self._resizing:
-            with self._cond:
-                self._cond.notify_all()
-
-    def exclusive(self, action: Callable[[], _T]) -> _T:
-        """Run ``action`` while no transaction of this process is live."""
-        if self.held():
-            raise CortexError(
-                "the LMDB map must be resized, but this thread holds a transaction of the"
-                " same store (end it first)"
-            )
-        with self._cond:
-            while self._resizing:
-                self._cond.wait()
-            self._resizing = True
-            while self._counts:
-                self._cond.wait(0.01)  # woken by the last leave; the timeout is a backstop
-        try:
-            return action()
-        finally:
-            with self._cond:
-                self._resizing = False
-                self._cond.notify_all()
-
-
-class _WriterLock:
-    """One writer at a time, across the threads of this process (a re-entrant lock) and
-    across processes (``flock`` on ``writer.lock`` in the environment directory) (E4).
-
-    LMDB's own writer lock is held only while a write transaction is live, but a batch that
-    outgrows the map must end its transaction, grow the map and apply its entries again at
-    the same seqs: this lock is held for the batch's whole life, so no other writer commits
-    in between. Re-entrant: a write transaction begun by a thread that holds it (its batch)
-    takes it again.
-    """
-
-    __slots__ = ("_depth", "_fd", "_lock")
-
-    def __init__(self, path: Path) -> None:
-        self._lock = threading.RLock()
-        self._depth = threading.local()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-
-    def acquire(self, *, blocking: bool = True) -> bool:
-        """Take the lock; with ``blocking=False`` return False at once if another thread
-        or process holds it."""
-        if not self._lock.acquire(blocking):
-            return False
-        depth: int = getattr(self._depth, "n", 0)
-        if not depth:
-            try:
-                flags = fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB
-                fcntl.flock(self._fd, flags)
-            except BlockingIOError:
-                self._lock.release()
-                return False
-            except BaseException:
-                self._lock.release()
-                raise
-        self._depth.n = depth + 1
-        return True
-
-    def release(self) -> None:
-        depth: int = self._depth.n - 1
-        self._depth.n = depth
-        try:
-            if not depth:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            self._lock.release()
-
-    def close(self) -> None:
-        os.close(self._fd)
-
-
-class _NoWriter(_WriterLock):
-    """The writer lock of a read-only handle, which never writes."""
-
-    def __init__(self) -> None:
-        pass
-
-    def acquire(self, *, blocking: bool = True) -> bool:
-        raise CortexError("a read-only handle takes no writer lock")
-
-    def close(self) -> None:
-        pass
-
-
-_NO_WRITER = _NoWriter()
-
-
-class ReadTxn:
-    """A read-only view of the tables at one instant."""
-
-    __slots__ = ("_dbs", "_owner", "_txn")
-
-    def __init__(self, txn: Any, dbs: dict[str, Any], owner: Environment) -> None:
-        self._txn = txn
-        self._dbs = dbs
-        self._owner = owner
-
-    def _error(self, exc: lmdb.Error, table: str | None, operation: str) -> CortexError:
-        return storage_error(exc, self._owner.path, table=table, operation=operation)
-
-    def get(self, table: str, key: bytes) -> bytes | None:
-        # py-lmdb parses positional arguments much faster than keywords (this and the
-        # puts below run several times per memory): get(key, default, db).
-        try:
-            value: bytes | None = self._txn.get(key, None, self._dbs[table])
-        except lmdb.Error as exc:
-            raise self._error(exc, table, "get") from exc
-        return value
-
-    def cursor(self, table: str) -> Any:
-        """A raw LMDB cursor on ``table``; an ``lmdb.Error`` its use raises is translated
-        when the transaction's context ends."""
-        try:
-            return self._txn.cursor(db=self._dbs[table])
-        except lmdb.Error as exc:
-            raise self._error(exc, table, "cursor") from exc
-
-    def last_seq(self) -> int:
-        try:
-            with self._txn.cursor(db=self._dbs["journal"]) as cur:
-                return seq_from_key(cur.key()) if cur.last() else 0
-        except lmdb.Error as exc:
-            raise self._error(exc, "journal", "last") from exc
-
-    def count(self, table: str) -> int:
-        """How many keys ``table`` holds."""
-        try:
-            return int(self._txn.stat(self._dbs[table])["entries"])
-        except lmdb.Error as exc:
-            raise self._error(exc, table, "stat") from exc
-
-    def iter_prefix(self, table: str, prefix: bytes) -> Iterator[bytes]:
-        """Keys of ``table`` that start with ``prefix``, in byte order."""
-        try:
-            with self._txn.cursor(db=self._dbs[table]) as cur:
-                if not cur.set_range(prefix):
-                    return
-                for key in cur.iternext(keys=True, values=False):
-                    if not key.startswith(prefix):
-                        return
-                    yield key
-        except lmdb.Error as exc:
-            raise self._error(exc, table, "scan") from exc
-
-    def prefix_range(self, table: str, prefix: bytes) -> tuple[list[bytes], list[bytes]]:
-        """The keys and the values of ``table`` whose key starts with ``prefix``, in key
-        order, as two lists: :meth:`iter_items` in bulk, for long ranges (the cursor is
-        walked by C code, about 0.1 µs a key instead of 1)."""
-        end = _prefix_end(prefix)
-        try:
-            with self._txn.cursor(db=self._dbs[table]) as cur:
-                if not cur.set_range(prefix):
-                    return [], []
-                keys = cur.iternext(keys=True, values=False)
-                if end is None:
-                    found = list(itertools.takewhile(lambda key: key.startswith(prefix), keys))
-                else:
-                    found = list(itertools.takewhile(end.__gt__, keys))
-                cur.set_range(prefix)
-                values = list(
-                    itertools.islice(cur.iternext(keys=False, values=True), len(found))
-                )
-        except lmdb.Error as exc:
-            raise self._error(exc, table, "scan") from exc
-        return found, values
-
-    def iter_items(self, table: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """``(key, value)`` pairs of ``table`` whose key starts with ``prefix``, in order."""
-        try:
-            with self._txn.cursor(db=self._dbs[table]) as cur:
-                if not cur.set_range(prefix):
-                    return
-                for key, value in cur:
-                    if not key.startswith(prefix):
-                        return
-                    yield key, value
-        except lmdb.Error as exc:
-            raise self._error(exc, table, "scan") from exc
-
-
-def _prefix_end(prefix: bytes) -> bytes | None:
-    """The least key above every key that starts with ``prefix`` (None: there is none).
-
-    >>> _prefix_end(b"t|ab\\0"), _prefix_end(b"a\\xff"), _prefix_end(b"\\xff")
-    (b't|ab\\x01', b'b', None)
-    """
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        return None
-    return stripped[:-1] + bytes((stripped[-1] + 1,))
-
-
-class WriteTxn(ReadTxn):
-    """An LMDB write transaction that counts what it does, for J1 and J2.
-
-    It holds a place in the map gate from its start until it commits or aborts (once).
-    """
-
-    __slots__ = ("entries", "live", "mutations", "replay")
-
-    def __init__(
-        self, txn: Any, dbs: dict[str, Any], owner: Environment, *, replay: bool = False
-    ) -> None:
-        super().__init__(txn, dbs, owner)
-        self.entries = 0
-        self.mutations = 0
-        self.live = True
-        self.replay = replay  # rebuilding derived state from the journal itself (J2 exempt)
-
-    def _write_error(self, exc: lmdb.Error, table: str | None, operation: str) -> Exception:
-        if isinstance(exc, lmdb.MapFullError):
-            return MapFull()
-        return self._error(exc, table, operation)
-
-    def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.mutations += 1
-        try:
-            self._txn.put(key, value, True, True, False, self._dbs[table])
-        except lmdb.Error as exc:
-            raise self._write_error(exc, table, "put") from None
-
-    def delete(self, table: str, key: bytes) -> None:
-        self.mutations += 1
-        try:
-            self._txn.delete(key, b"", self._dbs[table])
-        except lmdb.Error as exc:
-            raise self._write_error(exc, table, "delete") from None
-
-    def apply_mutations(self, mutations: list[tuple[str, bytes, bytes | None]]) -> None:
-        """Put or delete each ``(table, key, value)``; ``None`` deletes."""
-        self.mutations += len(mutations)
-        dbs = self._dbs
-        put, delete = self._txn.put, self._txn.delete
-        table = None
-        try:
-            for table, key, value in mutations:
-                if value is None:
-                    delete(key, b"", dbs[table])
-                else:
-                    put(key, value, True, True, False, dbs[table])  # dupdata, overwrite, append
-        except lmdb.Error as exc:
-            raise self._write_error(exc, table, "put") from None
-
-    def append_entry(self, seq: int, data: bytes) -> None:
-        """Append one journal entry at ``seq`` (J1: never overwrites)."""
-        try:
-            # put(key, value, dupdata, overwrite=False, append, db)
-            added = self._txn.put(seq_key(seq), data, True, False, False, self._dbs["journal"])
-        except lmdb.Error as exc:
-            raise self._write_error(exc, "journal", "append") from None
-        if not added:
-            raise CorruptionError(
-                f"journal seq {seq} already exists", table="journal", operation="append"
-            )
-        self.entries += 1
-
-    def put_snapshot(self, key: bytes, value: bytes) -> None:
-        """Store a snapshot manifest. Snapshots are records *about* the journal, not
-        mutations of memory state, so they need no journal entry (J2 does not apply)."""
-        try:
-            self._txn.put(key, value, db=self._dbs["snapshots"])
-        except lmdb.Error as exc:
-            raise self._write_error(exc, "snapshots", "put") from None
-
-    def drop(self, table: str) -> None:
-        """Empty one table (used by rebuild, inside the rebuild's transaction)."""
-        self.mutations += 1
-        try:
-            self._txn.drop(self._dbs[table], delete=False)
-        except lmdb.Error as exc:
-            raise self._write_error(exc, table, "drop") from None
-
-    def commit(self) -> None:
-        if self.mutations and not self.entries and not self.replay:
-            self.abort()
-            raise BatchNoJournalError(
-                f"a batch made {self.mutations} store mutation(s) without a journal entry"
-            )
-        try:
-            self._txn.commit()
-        except lmdb.Error as exc:
-            raise self._write_error(exc, None, "commit") from None
-        finally:
-            self._end()
-
-    def abort(self) -> None:
-        if self.live:
-            try:
-                self._txn.abort()
-            finally:
-                self._end()
-
-    def _end(self) -> None:
-        if self.live:
-            self.live = False
-            owner = self._owner
-            owner._gate.leave()
-            owner._writer.release()
 
 
 class Environment:
@@ -597,7 +157,7 @@ class Environment:
         self.readonly = readonly
         self._forked = False
         self._closed = False
-        self._gate = _MapGate()
+        self._gate = MapGate()
         self.dbs: dict[str, Any] = {}
         self._deferred: list[tuple[str, list[tuple[bytes, bytes]]]] = []
         self._deferred_lock = threading.Lock()
@@ -637,7 +197,7 @@ class Environment:
             self._key = os.path.realpath(path)
             _open_paths[self._key] = weakref.ref(self)
         try:
-            self._writer = _WriterLock(path / "writer.lock") if not readonly else _NO_WRITER
+            self._writer = WriterLock(path / "writer.lock") if not readonly else NO_WRITER
         except OSError as exc:
             self.close()
             raise StorageError(
@@ -822,7 +382,13 @@ class Environment:
         except BaseException:
             writer.release()
             raise
-        return WriteTxn(txn, self.dbs, self, replay=replay)
+        return WriteTxn(txn, self.dbs, self.path, on_end=self._end_write, replay=replay)
+
+    def _end_write(self) -> None:
+        """What a write transaction gives back when it ends: its place in the map gate
+        and the writer lock."""
+        self._gate.leave()
+        self._writer.release()
 
     def hold_writer(self) -> None:
         """Take the writer lock for longer than one transaction (a batch that may have to
@@ -975,8 +541,8 @@ class Environment:
                 del _open_paths[self._key]
         if not self._forked and hasattr(self, "_env"):
             self._env.close()
-        writer = getattr(self, "_writer", _NO_WRITER)
-        if writer is not _NO_WRITER:
+        writer = getattr(self, "_writer", NO_WRITER)
+        if writer is not NO_WRITER:
             writer.close()
 
     @property
@@ -1017,7 +583,7 @@ class _ReadContext:
     def __enter__(self) -> ReadTxn:
         env = self._env
         self._txn = env._begin(write=False, operation="read")
-        return ReadTxn(self._txn, env.dbs, env)
+        return ReadTxn(self._txn, env.dbs, env.path)
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         env = self._env

@@ -1,0 +1,265 @@
+"""The vector state of one open store: its hnswlib index, caught up with the journal.
+
+Vectors are cached in the ``emb`` table by (embedder name, content hash) (:func:`content_key`);
+the index (:mod:`cortexgraph.vector.index`) is persisted under ``<store>/vectors/`` and
+catches up with the journal from its watermark (:meth:`VectorState.sync`), taking vectors
+from the cache and embedding only what no one cached. Every call of an embedder goes
+through ``embed.base.embed_checked``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import blake3
+import numpy as np
+import numpy.typing as npt
+
+from ..core.codec import decode_unchecked
+from ..core.fusion import embed_text
+from ..core.journal import head_ids
+from ..core.keys import seq_key, version_key
+from ..core.state import HeadState, VersionState
+from ..embed import Embedder
+from ..embed.base import embed_checked
+from ..errors import CorruptionError, CortexError
+from ..store.columns import ColumnIndex, Rows
+from ..store.env import Environment
+from ..store.txn import ReadTxn
+
+if TYPE_CHECKING:
+    from .index import VectorIndex
+
+__all__ = [
+    "EMBED_BATCH",
+    "SAVE_EVERY",
+    "Progress",
+    "VectorState",
+    "cached_vector",
+    "content_key",
+    "embed_and_cache",
+    "index_directory",
+    "live_texts",
+    "uncached",
+]
+
+#: ``progress(done, total)``, called as long work advances
+Progress = Callable[[int, int], None]
+
+#: a writer saves its vector index once this many journal entries are not in the saved
+#: one (at the next recall, or after the batch with ``embed_on_write``), so a reader
+#: loading it catches up at most about this many memories (about 0.1 ms each)
+SAVE_EVERY = 1_000
+EMBED_BATCH = 256
+
+
+def content_key(name: str, text: str) -> bytes:
+    """The ``emb`` cache key: embedder name, NUL, BLAKE3 of the embedded text."""
+    return name.encode("utf-8") + b"\0" + blake3.blake3(text.encode("utf-8")).digest()
+
+
+def index_directory(env: Environment) -> Path:
+    """Where the store's vector index is saved."""
+    return Path(env.path) / "vectors"
+
+
+def live_texts(txn: ReadTxn, ids: Iterable[bytes]) -> tuple[list[tuple[bytes, str]], set[bytes]]:
+    """The text to embed (:func:`core.fusion.embed_text`) of each active memory of ``ids``,
+    in order, and the set of those that are not active."""
+    live: list[tuple[bytes, str]] = []
+    inactive: set[bytes] = set()
+    for memory_id in ids:
+        raw = txn.get("heads", memory_id)
+        if raw is None:
+            raise CortexError(f"memory {memory_id.hex()} vanished from the store")
+        head = HeadState.decode(raw)
+        if head.status != "active":
+            inactive.add(memory_id)
+            continue
+        version = txn.get("versions", version_key(memory_id, head.head))
+        if version is None:
+            raise CortexError(f"memory {memory_id.hex()} has no head version")
+        live.append((memory_id, embed_text(VersionState.decode(version).memory(), head.ns)))
+    return live, inactive
+
+
+def cached_vector(txn: ReadTxn, key: bytes, dim: int) -> npt.NDArray[np.float32] | None:
+    """The cached vector under ``key``, or None (a row of the wrong size counts as none)."""
+    raw = txn.get("emb", key)
+    if raw is None or len(raw) != 4 * dim:
+        return None
+    return np.frombuffer(raw, dtype="<f4")
+
+
+def uncached(txn: ReadTxn, ids: Iterable[bytes], embedder: Embedder) -> dict[bytes, str]:
+    """Cache key -> text of the active memories of ``ids`` whose vector is not cached."""
+    name, dim = embedder.name, embedder.dim
+    pending: dict[bytes, str] = {}
+    for _, text in live_texts(txn, ids)[0]:
+        key = content_key(name, text)
+        if key not in pending and cached_vector(txn, key, dim) is None:
+            pending[key] = text
+    return pending
+
+
+def embed_and_cache(
+    env: Environment, embedder: Embedder, pending: Mapping[bytes, str]
+) -> dict[bytes, npt.NDArray[np.float32]]:
+    """Embed the texts of ``pending`` (cache key -> text) and cache the vectors, in a write
+    transaction of their own (nothing is cached on a read-only handle)."""
+    keys = list(pending)
+    matrix = embed_checked(embedder, [pending[key] for key in keys])
+    rows = [(key, row.tobytes()) for key, row in zip(keys, matrix, strict=True)]
+    env.write_cache("emb", rows)
+    return dict(zip(keys, matrix, strict=True))
+
+
+class VectorState:
+    """One handle's vector index and the embedder that fills it.
+
+    The index is loaded from ``<store>/vectors/`` when first needed and kept for the
+    handle's life; :meth:`sync` catches it up with the journal, taking vectors from the
+    ``emb`` cache and embedding only what no one cached. A read-only handle cannot cache
+    what it embeds nor save the index: what it embeds lives in its in-memory index only.
+    """
+
+    def __init__(self, env: Environment, embedder: Embedder) -> None:
+        from .index import VectorIndex  # here, not above: hnswlib loads on first use
+
+        self.env = env
+        self.embedder = embedder
+        self.index: VectorIndex = VectorIndex.open(
+            index_directory(env), name=embedder.name, dim=embedder.dim
+        )
+        #: the watermark of the index saved on disk (None: none saved)
+        self.saved: int | None = self.index.watermark if self.index.status == "loaded" else None
+        self.unsaved = 0
+        #: column-index row of each vector label (-1: none), for the numbering of the
+        #: column index's build ``_rows_build``
+        self._rows: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._rows_build = -1
+
+    def _label_rows(self, columns: ColumnIndex) -> npt.NDArray[np.int64]:
+        """The column-index row of every label given out so far (-1: none known)."""
+        count = self.index.label_count()
+        if self._rows_build != columns.builds:
+            self._rows, self._rows_build = np.zeros(0, dtype=np.int64), columns.builds
+        if len(self._rows) < count:
+            row_of, id_of = columns.row_of, self.index.id_of
+            fresh = [row_of.get(id_of(label), -1) for label in range(len(self._rows), count)]
+            self._rows = np.concatenate((self._rows, np.asarray(fresh, dtype=np.int64)))
+        return self._rows
+
+    def label_filter(self, columns: ColumnIndex, passing: Rows) -> Callable[[int], bool]:
+        """Whether a label's memory is among the column-index rows ``passing``, as a
+        C-level callable (a bool array's ``item``) for hnswlib's filter: a filtered
+        search asks it about hundreds to thousands of labels."""
+        rows = self._label_rows(columns)
+        passes = np.zeros(len(columns.ids), dtype=np.bool_)
+        passes[passing] = True
+        ok = np.zeros(len(rows), dtype=np.bool_)
+        known = rows >= 0
+        ok[known] = passes[rows[known]]
+        test: Callable[[int], bool] = ok.item
+        return test
+
+    def rows_of(self, labels: list[int], columns: ColumnIndex) -> list[int]:
+        """The column-index rows of the memories vector ``labels`` name."""
+        rows = self._label_rows(columns)
+        found: list[int] = list(map(rows.item, labels))
+        if -1 in found:  # not mapped yet when first seen
+            for i, row in enumerate(found):
+                if row < 0:
+                    memory_id = self.index.id_of(labels[i])
+                    mapped = columns.row_of.get(memory_id)
+                    if mapped is None:
+                        raise CorruptionError(
+                            f"the vector index holds memory {memory_id.hex()}, which the "
+                            "store lacks"
+                        )
+                    rows[labels[i]] = found[i] = mapped
+        return found
+
+    def sync(self, txn: ReadTxn, columns: ColumnIndex, progress: Progress | None = None) -> int:
+        """Bring the index to the journal's end: index what changed, drop what left.
+
+        Vectors come from the ``emb`` cache; the rest are embedded (and cached, on a
+        read-write handle). ``progress(done, total)`` follows the embedding, if any.
+
+        Returns:
+            How many texts were embedded (0 when the cache held every vector).
+        """
+        last = txn.last_seq()
+        index = self.index
+        if index.watermark == last:
+            return 0
+        if index.watermark > last or index.watermark == 0:
+            todo = {columns.ids[row]: None for row in columns.active(columns.all_rows())}
+            gone: set[bytes] = set(index.ids()) - set(todo)
+        else:
+            todo, gone = self._changed(txn, index.watermark), set()
+        live, inactive = live_texts(txn, todo)
+        gone |= inactive
+        vectors, embedded = self._vectors(txn, [text for _, text in live], progress)
+        for (memory_id, _), vector in zip(live, vectors, strict=True):
+            index.upsert(memory_id, vector)
+        for memory_id in sorted(gone):
+            if memory_id in index:
+                index.remove(memory_id)
+        self.unsaved += len(live) + len(gone)
+        index.watermark = last
+        if self.unsaved >= SAVE_EVERY:
+            self.save()
+        return embedded
+
+    def _changed(self, txn: ReadTxn, since: int) -> dict[bytes, None]:
+        """The memories whose head changed after journal seq ``since``."""
+        todo: dict[bytes, None] = {}
+        with txn.cursor("journal") as cur:
+            if cur.set_range(seq_key(since + 1)):
+                for _, value in cur:
+                    entry = decode_unchecked(bytes(value), what="a journal entry")
+                    todo.update(dict.fromkeys(head_ids(entry["op"], entry)))
+        return todo
+
+    def _vectors(
+        self, txn: ReadTxn, texts: list[str], progress: Progress | None
+    ) -> tuple[list[npt.NDArray[np.float32]], int]:
+        """Vectors for ``texts``: from the ``emb`` cache, else embedded (and cached), in
+        chunks; and how many texts were embedded."""
+        name, dim = self.embedder.name, self.embedder.dim
+        keys = [content_key(name, text) for text in texts]
+        found: dict[bytes, npt.NDArray[np.float32]] = {}
+        for key in keys:
+            vector = cached_vector(txn, key, dim)
+            if vector is not None:
+                found[key] = vector
+        missing = list(dict.fromkeys(k for k in keys if k not in found))
+        if missing:
+            text_of = dict(zip(keys, texts, strict=True))
+            if progress is not None:
+                progress(0, len(missing))
+            for start in range(0, len(missing), EMBED_BATCH):
+                chunk = missing[start : start + EMBED_BATCH]
+                pending = {key: text_of[key] for key in chunk}
+                found.update(embed_and_cache(self.env, self.embedder, pending))
+                if progress is not None:
+                    progress(start + len(chunk), len(missing))
+        return [found[key] for key in keys], len(missing)
+
+    def save(self) -> None:
+        """Save the index if it changed since it was loaded or saved (never on a read-only
+        handle: what a reader embedded is kept in memory only)."""
+        index = self.index
+        if not self.env.readonly and (index.dirty or index.watermark != self.saved):
+            index.save(index.watermark)
+            self.saved = index.watermark
+        self.unsaved = 0
+
+    def query(self, text: str) -> npt.NDArray[np.float32]:
+        """A query's vector: the text embedded as it is, without the ``[type] [ns]`` prefix
+        memories get (measured: prefixing questions lowered vector recall on LoCoMo)."""
+        first: npt.NDArray[np.float32] = embed_checked(self.embedder, [text])[0]
+        return first
