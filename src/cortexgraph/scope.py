@@ -18,7 +18,7 @@ import attrs
 
 from .core.commitments import _mmr_getter, _smt_getter, edge_smt_key, roots
 from .core.context import ContextItem, pack_context
-from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+from .core.forms import TokenEstimator, estimate_tokens, render
 from .core.fusion import RECALL_BM25
 from .core.graph import OUT
 from .core.merkle import mmr_inclusion_proof, smt_key
@@ -26,10 +26,7 @@ from .core.postings import index_text
 from .core.query import (
     MemoryAttrs,
     Predicate,
-    check_bounded,
     check_not_too_broad,
-    check_order,
-    check_predicate,
     matches,
     to_dnf,
 )
@@ -40,7 +37,7 @@ from .core.state import HeadState, Record
 from .core.text import bm25_scores, term_counts
 from .core.uri import MemoryURI
 from .errors import NotFoundError, ValidationError
-from .find import FindResult, Hit
+from .find import FindResult, Hit, check_find_arguments, check_tokens
 
 if TYPE_CHECKING:
     from .cortex import Cortex, MemoryRef
@@ -194,15 +191,10 @@ class ScopeView(VerifiedScope, Sequence[Record]):
         """``Cortex.find`` over the slice (same guards, orders and forms). ``now``
         defaults to the latest write time in the slice, so a view ranks the same
         everywhere."""
+        predicate, count = check_find_arguments(where, limit, budget_tokens, order_by, form,
+                                                estimator)
         now = self._now(now)
-        predicate = check_predicate(where)
-        check_bounded(limit, budget_tokens)
-        check_order(order_by)
-        if form not in FORMS:
-            raise ValidationError(f"must be one of {', '.join(FORMS)}", field="form")
-        dnf = to_dnf(predicate)
-        check_not_too_broad(dnf)
-        count = estimator or estimate_tokens
+        check_not_too_broad(to_dnf(predicate))
         degrees = self._in_degrees()
         top = max(degrees.values(), default=0)
         keyed = []
@@ -224,7 +216,7 @@ class ScopeView(VerifiedScope, Sequence[Record]):
             if limit is not None and len(hits) >= limit:
                 break
             text = render(record, form)
-            tokens = count(text)
+            tokens = check_tokens(count(text))
             if budget_tokens is not None and used + tokens > budget_tokens:
                 break
             used += tokens
