@@ -26,7 +26,7 @@ from typing import Any
 
 import blake3
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import cortexgraph as cg
@@ -110,16 +110,22 @@ def stores(draw: st.DrawFn) -> list[tuple[cg.Memory, bool]]:
 def _with_channel(event: cg.Event, channel: str | None) -> cg.Memory:
     data = dict(event.to_dict())
     data.pop("channel", None)
-    # Writing an Event that occurred after the year 9999 fails in the keyword index
-    # (core.postings.spoken_date); not what this test is about.
-    if data.get("occurred_at", 0) >= 253_402_300_800_000:
-        del data["occurred_at"]
     if channel is not None:
         data["channel"] = channel
     return cg.Memory.from_dict(data)
 
 
+# Events that occurred after the year 9999 (ISO years with a sign, as in "+10000-01-01")
+# and at the latest instant, on a channel and matching the query.
+_FAR_FUTURE = [
+    (cg.Event(text="deploy done", channel="chat", occurred_at=occurred_at), False)
+    for occurred_at in (253_402_300_799_999, 253_402_300_800_000, 2**63 - 1)
+]
+
+
 @settings(max_examples=40)
+@example(store=_FAR_FUTURE, budget=700, query="deploy", channel="chat")
+@example(store=_FAR_FUTURE, budget=60, query=None, channel="chat")
 @given(
     store=stores(),
     budget=st.integers(0, 700),
