@@ -13,14 +13,14 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph.core.salience import DEFAULT_WEIGHTS, PPM
 from cortexgraph.core.taxonomy import MEMORY_TYPES
 from cortexgraph.store.columns import ColumnIndex
-from signal_ops import carry_out
+from signal_ops import SignalOps
 
 TYPE_CODES = sorted(t.type_code for t in MEMORY_TYPES)
 DAY = 86_400_000
@@ -297,15 +297,16 @@ def test_incremental_static_parts_equal_a_fresh_build(tmp_path_factory: Any, ops
     root = tmp_path_factory.mktemp("columns")
     at = T0
     with cg.open(root, "agent", sync=False) as cx:
-        uris = [cx.write(cg.Fact(text="seed", confidence=0.5), at=at)]
+        model = SignalOps([cx.write(cg.Fact(text="seed", confidence=0.5), at=at)])
         for op in ops:
             at += DAY // 3
 
             def write(op: Any, at: int = at) -> cg.MemoryURI:
                 return cx.write(_memory(op[1], op[2], op[3]), at=at)
 
-            if not carry_out(cx, uris, op, at, write):
-                continue  # a self-edge, a tombstoned target, ...: nothing changed
+            if not model.carry_out(cx, op, at, write):
+                event(f"refused: {op[0]}")
+                continue  # a self-edge, a tombstoned target: nothing changed
             now = at + DAY
             index = cx._column_index()
             with cx._env.read() as txn:

@@ -2,13 +2,15 @@
 
 Golden files pin the exact text: ``fixtures/context/budget-<N>.txt`` holds the packed
 context of the fixed items of ``tests/scripts/context_script.py`` at budget N, followed by
-one newline. After an intended change, regenerate them and review every diff by eye::
+one newline. After an intended change, regenerate them (that run fails, saying what it
+rewrote), review every diff by eye and run again::
 
     CORTEXGRAPH_REGEN_GOLDEN=1 .venv/bin/python -m pytest tests/test_context.py -k golden
 
-The hand-computed cases use an estimator that counts the letter ``x``, so that a record's
-cost is the number of x in its summary (short form) or summary and text (medium form),
-and headers and separators are free.
+Besides the golden bytes, ``test_golden_files_follow_the_documented_layout`` checks each
+file against the layout docs/context.md describes, and the hand-computed cases use an
+estimator that counts the letter ``x``, so that a record's cost is the number of x in its
+summary (short form) or summary and text (medium form), and headers and separators are free.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
+import blake3
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -39,12 +42,12 @@ from cortexgraph.core.state import Record
 from cortexgraph.core.taxonomy import Constraint, Fact, Goal, Memory
 from cortexgraph.core.uri import MemoryURI
 from cortexgraph.errors import ValidationError
+from golden import check_golden
 from strategies import memories
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "fixtures" / "context"
 SCRIPT_PATH = Path(__file__).parent / "scripts" / "context_script.py"
-REGEN = os.environ.get("CORTEXGRAPH_REGEN_GOLDEN") == "1"
 
 
 def _load_script() -> ModuleType:
@@ -380,15 +383,50 @@ def test_input_order_does_not_matter(items: list[ContextItem], budget: int) -> N
 @pytest.mark.parametrize("budget", SCRIPT.BUDGETS)
 def test_golden_file(budget: int) -> None:
     """The packed context of the fixed items equals its golden file byte for byte."""
-    path = GOLDEN / f"budget-{budget}.txt"
     packed = pack_context(SCRIPT.golden_items(), budget)
-    actual = (packed.text + "\n").encode("utf-8")
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(actual)
-        pytest.skip(f"regenerated {path.name}")
-    assert path.read_bytes() == actual
     assert packed.tokens <= budget
+    check_golden(GOLDEN / f"budget-{budget}.txt", (packed.text + "\n").encode("utf-8"))
+
+
+@pytest.mark.parametrize("budget", SCRIPT.BUDGETS)
+def test_golden_files_follow_the_documented_layout(budget: int) -> None:
+    """A check of each golden file that does not come from the packer, by the rules of
+    docs/context.md: the file is the text and one newline; the non-empty sections come in
+    layer order, each its header then its items, joined by one blank line; floor and
+    foreground items are the short or medium form of that layer's items in rank order,
+    background items one ``- <short form>`` line each in rank order; the estimate of the
+    text is within the budget, and the digest is the BLAKE3-256 of the text."""
+    raw = (GOLDEN / f"budget-{budget}.txt").read_text(encoding="utf-8")
+    assert raw.endswith("\n") and not raw.endswith("\n\n")
+    text = raw[:-1]
+    headers = {"floor": "## Always", "foreground": "## Relevant now",
+               "background": "## Also known"}
+    sections = text.split("\n\n## ")
+    names = [section.split("\n", 1)[0].removeprefix("## ") for section in sections]
+    order = [headers[layer][3:] for layer in LAYERS]
+    assert names == [name for name in order if name in names]
+    items = SCRIPT.golden_items()
+    for section, name in zip(sections, names, strict=True):
+        layer = next(layer for layer, header in headers.items() if header[3:] == name)
+        candidates = sorted((i for i in items if i.layer == layer), key=lambda i: i.rank)
+        body = section.split("\n", 1)[1]
+        if layer == "background":
+            shown = [line.removeprefix("- ") for line in body.split("\n")]
+            assert all(line.startswith("- ") for line in body.split("\n"))
+            forms = [[render(i.record, "short")] for i in candidates]
+        else:
+            shown = body.split("\n\n")
+            forms = [[render(i.record, f) for f in ("medium", "short")] for i in candidates]
+        # what is shown is a subsequence of the candidates, in rank order
+        position = 0
+        for block in shown:
+            while position < len(forms) and block not in forms[position]:
+                position += 1
+            assert position < len(forms), f"{block!r} is no {layer} item's form, in rank order"
+            position += 1
+    assert estimate_tokens(text) <= budget
+    packed = pack_context(items, budget)
+    assert packed.digest == blake3.blake3(text.encode("utf-8")).hexdigest()
 
 
 def test_golden_budgets_exercise_the_rules() -> None:

@@ -2,11 +2,14 @@
 
 Golden files pin the exact format: ``fixtures/forms/<type>.<form>.txt`` holds the form of
 the fixed record of ``tests/scripts/forms_script.py`` followed by one newline. After an
-intended format change, regenerate them and review every diff by eye::
+intended format change, regenerate them (that run fails, saying what it rewrote), review
+every diff by eye and run again::
 
     CORTEXGRAPH_REGEN_GOLDEN=1 .venv/bin/python -m pytest tests/test_forms.py -k golden
 
-Property tests hold what the format promises independently of the golden bytes.
+The golden files come from the code they check, so they are not the only check: renderings
+written out by hand from ``docs/forms.md`` (``test_hand_written_renderings``) and property
+tests hold what the format promises independently of the golden bytes.
 """
 
 from __future__ import annotations
@@ -47,18 +50,21 @@ from cortexgraph.core.taxonomy import (
     MAX_TEXT_BYTES,
     MEMORY_TYPES,
     ArtifactRef,
+    Attest,
+    Event,
     Fact,
+    Goal,
     Memory,
     Source,
 )
 from cortexgraph.core.uri import MemoryURI
 from cortexgraph.errors import ValidationError
+from golden import check_golden
 from strategies import memories, memory_ids, names
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "fixtures" / "forms"
 SCRIPT_PATH = Path(__file__).parent / "scripts" / "forms_script.py"
-REGEN = os.environ.get("CORTEXGRAPH_REGEN_GOLDEN") == "1"
 TYPE_NAMES = [t.type_name for t in MEMORY_TYPES]
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 
@@ -90,12 +96,7 @@ def test_golden_file(type_name: str, form: str) -> None:
     """The form of each fixed record equals its golden file byte for byte (UTF-8, one
     trailing newline), so any change to the format shows up as a reviewed diff."""
     path = GOLDEN / f"{type_name}.{form}.txt"
-    actual = (render(RECORDS[type_name], form) + "\n").encode("utf-8")
-    if REGEN:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(actual)
-        pytest.skip(f"regenerated {path.name}")
-    assert path.read_bytes() == actual
+    check_golden(path, (render(RECORDS[type_name], form) + "\n").encode("utf-8"))
 
 
 def test_golden_set_is_complete() -> None:
@@ -117,6 +118,74 @@ def test_golden_records_exercise_the_edge_cases() -> None:
     assert "🚀" in render_short(RECORDS["event"])
     assert "status tombstoned" in render_full(RECORDS["preference"])
     assert "version 2 (head 3, latest 3)" in render_full(RECORDS["constraint"])
+
+
+# ---------------------------------------------------------------------------
+# Renderings written out by hand from docs/forms.md (not by running the code): a second
+# check of the format that does not come from the code it checks. ``record_of`` gives
+# every record URI cx://agent/default/000102...0f@1, seq 7, written at T0 and created at 0.
+
+_URI = "cx://agent/default/000102030405060708090a0b0c0d0e0f"
+_T0_ISO = "2023-11-14T22:13:20.000Z"
+_CITED = tuple(f"cx://agent/default/{n:02x}{'00' * 15}@1" for n in range(7))
+
+HAND_WRITTEN: list[tuple[Memory, str, str]] = [
+    # a Goal's status after a colon; tags lowercased and sorted; due on the medium line
+    (Goal(text="Ship v2.", tags=["Release", "q2"], status="active", due=1_704_067_200_000),
+     "short", "[goal:active] Ship v2. #q2 #release"),
+    (Goal(text="Ship v2.", tags=["Release", "q2"], status="active", due=1_704_067_200_000),
+     "medium", "[goal:active] Ship v2.\ntags: #q2 #release\n"
+     "confidence 1.00 · priority 5 · due 2024-01-01T00:00:00.000Z"),
+    # the summary is the title; medium adds the text flattened; no tags line without tags
+    (Fact(text="Line one.\nLine  two.", summary="Two lines", confidence=0.5, priority=3,
+          valid_to=1_700_000_000_000),
+     "short", "[fact] Two lines"),
+    (Fact(text="Line one.\nLine  two.", summary="Two lines", confidence=0.5, priority=3,
+          valid_to=1_700_000_000_000),
+     "medium", f"[fact] Two lines\nLine one. Line two.\n"
+     f"confidence 0.50 · priority 3 · valid until {_T0_ISO}"),
+    (Fact(text="Line one.\nLine  two.", summary="Two lines", confidence=0.5, priority=3,
+          valid_to=1_700_000_000_000),
+     "full", f"[fact] {_URI}@1\n"
+     "record: version 1 (head 1, latest 1) · status active · seq 7\n"
+     "created_at: 1970-01-01T00:00:00.000Z\n"
+     f"written_at: {_T0_ISO}\n"
+     "summary: Two lines\ntags: (none)\nconfidence: 0.5\npriority: 3\npinned: no\n"
+     f"source: (none)\nvalid_from: (none)\nvalid_to: {_T0_ISO}\n"
+     "text:\n  Line one.\n  Line  two."),
+    # 200 characters: the title clipped with an ellipsis to what header and tags leave
+    (Fact(text="a" * 300, tags=["x"]), "short", "[fact] " + "a" * 189 + "… #x"),
+    # tags: at most 60 characters of them, the rest counted
+    (Fact(text="t", tags=["a" * 20, "b" * 20, "c" * 20]), "short",
+     f"[fact] t #{'a' * 20} #{'b' * 20} +1"),
+    # an Event: kind as state, channel as qualifier, speaker before the text
+    (Event(text="done", speaker="bo", channel="ops", kind="message",
+           occurred_at=1_700_000_000_000),
+     "short", "[event:message ops] bo: done"),
+    (Event(text="done", speaker="bo", channel="ops", kind="message",
+           occurred_at=1_700_000_000_000),
+     "medium", f"[event:message ops] bo: done\nconfidence 1.00 · priority 5 · at {_T0_ISO}"),
+    # an Attest: outcome as state, the number of citations; medium lists five, then +N
+    (Attest(text="Rolled back.", cited=_CITED, outcome="failure"),
+     "short", "[attest:failure cites 7] Rolled back."),
+    (Attest(text="Rolled back.", cited=_CITED, outcome="failure"),
+     "medium", "[attest:failure cites 7] Rolled back.\ncited: " + ", ".join(_CITED[:5])
+     + " +2\nconfidence 1.00 · priority 5"),
+    # an ArtifactRef: the path as qualifier; medium counts the content, never shows it
+    (ArtifactRef(text="Helper.", path="src/x.py", media_type="text/x-python",
+                 content="print(1)\n"),
+     "medium", "[artifact_ref src/x.py] Helper.\n"
+     "confidence 1.00 · priority 5 · media text/x-python · content 9 chars"),
+]
+
+
+@pytest.mark.parametrize(("memory", "form", "expected"), HAND_WRITTEN)
+def test_hand_written_renderings(memory: Memory, form: str, expected: str) -> None:
+    """The forms of small records equal renderings written out by hand from the rules
+    of docs/forms.md: header with state and qualifiers, title from the summary or the
+    text, clipping to 200 characters, the 60-character tag allowance, the medium lines
+    in their documented order, and the full form's fields in declaration order."""
+    assert render(record_of(memory), form) == expected
 
 
 # ---------------------------------------------------------------------------
@@ -588,3 +657,23 @@ def test_same_forms_under_a_locale_with_other_conventions() -> None:
     result = _run_script({"LC_ALL": chosen, "PYTHONHASHSEED": "7", "TZ": "EST5EDT"})
     assert result["environment"]["locale"] == chosen
     assert result["forms"] == SCRIPT.render_all()
+
+
+def test_a_regenerating_run_rewrites_and_never_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With CORTEXGRAPH_REGEN_GOLDEN=1 a golden check writes the new bytes and fails with
+    "regenerated ...; review the diff and rerun" (it never compares with what it just
+    wrote); without it, a differing or missing file fails and an equal one passes."""
+    path = tmp_path / "golden" / "x.txt"
+    monkeypatch.setenv("CORTEXGRAPH_REGEN_GOLDEN", "1")
+    with pytest.raises(pytest.fail.Exception, match=r"regenerated golden/x\.txt; review the"
+                       r" diff and rerun"):
+        check_golden(path, b"new\n")
+    assert path.read_bytes() == b"new\n"
+    monkeypatch.delenv("CORTEXGRAPH_REGEN_GOLDEN")
+    check_golden(path, b"new\n")
+    with pytest.raises(AssertionError, match="differs"):
+        check_golden(path, b"other\n")
+    with pytest.raises(AssertionError, match="no golden file"):
+        check_golden(tmp_path / "missing.txt", b"new\n")

@@ -101,6 +101,46 @@ def _hit(uri: MemoryURI, record: Record, text: str, tokens: int, score: int) -> 
     return hit
 
 
+def check_find_arguments(
+    where: object, limit: object, budget_tokens: object, order_by: object, form: object,
+    estimator: object,
+) -> tuple[Predicate, TokenEstimator]:
+    """The checks every ``find`` makes of its arguments before it reads anything (a
+    store's and a scope view's alike), in the order they are made.
+
+    Returns:
+        The predicate, and the token estimator to count with (``estimate_tokens`` when
+        ``estimator`` is None).
+
+    Raises:
+        ValidationError: naming the field (``where``, ``limit``, ``budget_tokens``,
+            ``order_by``, ``form`` or ``estimator``).
+        UnboundedQueryError: neither ``limit`` nor ``budget_tokens`` is given.
+    """
+    predicate = check_predicate(where)
+    check_bounded(limit, budget_tokens)
+    check_order(order_by)
+    if form not in FORMS:
+        raise ValidationError(f"must be one of {', '.join(FORMS)}, not {form!r}", field="form")
+    count = estimator if estimator is not None else estimate_tokens
+    if not callable(count):
+        raise ValidationError("must be a callable (text) -> int", field="estimator")
+    return predicate, count
+
+
+def check_tokens(tokens: object) -> int:
+    """Return what a token estimator gave for a hit if it is a non-negative integer.
+
+    Raises:
+        ValidationError: naming the field ``estimator``.
+    """
+    if type(tokens) is not int or tokens < 0:
+        raise ValidationError(
+            f"the token estimator returned {tokens!r} for a hit", field="estimator"
+        )
+    return tokens
+
+
 def run_find(
     h: Handle,
     where: object,
@@ -114,16 +154,10 @@ def run_find(
     estimator: TokenEstimator | None,
 ) -> FindResult:
     """Carry out :meth:`Cortex.find` (arguments as documented there)."""
-    predicate: Predicate = check_predicate(where)
-    check_bounded(limit, budget_tokens)
-    check_order(order_by)
-    if form not in FORMS:
-        raise ValidationError(f"must be one of {', '.join(FORMS)}, not {form!r}", field="form")
+    predicate, count = check_find_arguments(where, limit, budget_tokens, order_by, form,
+                                            estimator)
     if type(late_binding) is not bool:
         raise ValidationError("must be True or False", field="late_binding")
-    count = estimator if estimator is not None else estimate_tokens
-    if not callable(count):
-        raise ValidationError("must be a callable (text) -> int", field="estimator")
     if h.active_batch() is not None:
         raise CortexError(
             "find reads committed state; call it outside the batch (or after it commits)"
@@ -151,11 +185,7 @@ def run_find(
             record = memo.record
             text, tokens = memo.shown(form)
             if not default_count:
-                tokens = count(text)
-            if type(tokens) is not int or tokens < 0:
-                raise ValidationError(
-                    f"the token estimator returned {tokens!r} for a hit", field="estimator"
-                )
+                tokens = check_tokens(count(text))
             if budget_tokens is not None and used + tokens > budget_tokens:
                 break
             used += tokens

@@ -19,7 +19,7 @@ import attrs
 from .context import ContextBundle
 from .core.commitments import edge_smt_key, mmr_getter, roots, smt_getter
 from .core.context import ContextItem, pack_context
-from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+from .core.forms import TokenEstimator, estimate_tokens, render
 from .core.fusion import RECALL_BM25
 from .core.graph import OUT
 from .core.keys import seq_key, version_key
@@ -28,10 +28,7 @@ from .core.postings import index_text
 from .core.query import (
     MemoryAttrs,
     Predicate,
-    check_bounded,
     check_not_too_broad,
-    check_order,
-    check_predicate,
     matches,
     to_dnf,
 )
@@ -42,7 +39,7 @@ from .core.state import HeadState, Record
 from .core.text import bm25_scores, term_counts
 from .core.uri import MemoryURI
 from .errors import NotFoundError, ValidationError
-from .find import FindResult, Hit, run_find
+from .find import FindResult, Hit, check_find_arguments, check_tokens, run_find
 from .handle import Handle
 from .reading import MemoryRef
 
@@ -206,15 +203,10 @@ class ScopeView(VerifiedScope, Sequence[Record]):
         """``Cortex.find`` over the slice (same guards, orders and forms). ``now``
         defaults to the latest write time in the slice, so a view ranks the same
         everywhere."""
+        predicate, count = check_find_arguments(where, limit, budget_tokens, order_by, form,
+                                                estimator)
         now = self._now(now)
-        predicate = check_predicate(where)
-        check_bounded(limit, budget_tokens)
-        check_order(order_by)
-        if form not in FORMS:
-            raise ValidationError(f"must be one of {', '.join(FORMS)}", field="form")
-        dnf = to_dnf(predicate)
-        check_not_too_broad(dnf)
-        count = estimator or estimate_tokens
+        check_not_too_broad(to_dnf(predicate))
         degrees = self._in_degrees()
         top = max(degrees.values(), default=0)
         keyed = []
@@ -236,7 +228,7 @@ class ScopeView(VerifiedScope, Sequence[Record]):
             if limit is not None and len(hits) >= limit:
                 break
             text = render(record, form)
-            tokens = count(text)
+            tokens = check_tokens(count(text))
             if budget_tokens is not None and used + tokens > budget_tokens:
                 break
             used += tokens
