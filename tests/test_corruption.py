@@ -21,6 +21,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -377,15 +378,18 @@ def _worker(base: Path, work: Path, offsets: list[int]) -> None:
             print(json.dumps(line), flush=True)
 
 
-def _run_slice(base: Path, work: Path, offsets: list[int]) -> Iterator[dict[str, Any]]:
-    """Start a worker process on ``offsets``; when it dies, yield a crash record naming the
-    offset it was on and start a new one on the rest."""
-    pending = list(offsets)
-    while pending:
-        current = None
+def _run_worker(
+    base: Path, work: Path, offsets: list[int]
+) -> tuple[list[dict[str, Any]], int | None, int, str]:
+    """Run one worker process on ``offsets`` until it ends or dies: the records it printed,
+    the offset it was on when it ended, its exit code and the tail of its stderr."""
+    records: list[dict[str, Any]] = []
+    current = None
+    with tempfile.TemporaryFile("w+") as errors:
         with subprocess.Popen(
-            [sys.executable, __file__, str(base), str(work), *map(str, pending)],
+            [sys.executable, __file__, str(base), str(work), *map(str, offsets)],
             stdout=subprocess.PIPE,
+            stderr=errors,
             text=True,
         ) as proc:
             assert proc.stdout is not None
@@ -393,14 +397,32 @@ def _run_slice(base: Path, work: Path, offsets: list[int]) -> Iterator[dict[str,
                 record = json.loads(line)
                 if "start" in record:
                     current = record["start"]
-                    pending.remove(current)
                 else:
-                    yield record
-        code = proc.returncode
-        if code != 0:
-            yield {"offset": current, "crash": code}
-        elif pending:
-            raise AssertionError(f"the worker stopped early before offsets {pending[:5]}...")
+                    records.append(record)
+        errors.seek(0)
+        tail = errors.read()[-600:]
+    return records, current, proc.returncode, tail
+
+
+def _run_slice(base: Path, work: Path, offsets: list[int]) -> Iterator[dict[str, Any]]:
+    """Run ``offsets`` in worker processes; when one dies, run the offset it died on once
+    more, alone, and yield a crash record (with the exit code, whether it happened again
+    and the worker's last stderr) before going on with the rest in a new worker."""
+    pending = list(offsets)
+    while pending:
+        records, current, code, tail = _run_worker(base, work, pending)
+        yield from records
+        done = {r["offset"] for r in records if "open" in r}
+        if code == 0:
+            missing = [o for o in pending if o not in done]
+            if missing:
+                raise AssertionError(f"the worker stopped early before offsets {missing[:5]}")
+            return
+        if current is None:
+            raise AssertionError(f"a worker died before its first offset ({code}): {tail}")
+        again = _run_worker(base, work, [current])[2]
+        yield {"offset": current, "crash": code, "again": again, "stderr": tail}
+        pending = [o for o in pending if o not in done and o != current]
 
 
 @pytest.mark.slow
@@ -432,7 +454,7 @@ def test_one_flipped_byte_is_reported_never_a_crash(store: Path, tmp_path: Path)
     records = [record for part in slices for record in part]
     verdicts = {r["offset"]: r for r in records if "verify" in r}
     results = {r["offset"]: r for r in records if "open" in r}
-    crashes = {r["offset"]: r["crash"] for r in records if "crash" in r}
+    crashes = {r["offset"]: r for r in records if "crash" in r}
     failures = []
     for offset in offsets:
         verdict = verdicts.get(offset)
@@ -446,7 +468,11 @@ def test_one_flipped_byte_is_reported_never_a_crash(store: Path, tmp_path: Path)
         if verdict["verify"] != (0 if report["ok"] else 1):
             failures.append(f"{offset}: verify ok={report['ok']} but exit {verdict['verify']}")
         if offset in crashes:
-            failures.append(f"{offset}: a library call crashed the process ({crashes[offset]})")
+            crash = crashes[offset]
+            failures.append(
+                f"{offset}: a library call crashed the process (exit {crash['crash']}; run"
+                f" again alone: exit {crash['again']}): {crash['stderr']}"
+            )
             continue
         result = results[offset]
         failures.extend(
