@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from .core.body import encode_body
 from .core.graph import EDGE_STATUSES, EdgeState, edge_out_key, normalise_relation, strength_ppm
 from .core.journal import MAX_ACCESS_IDS, Entry, decode_entry, encode_entry, memory_id, type_of
 from .core.keys import seq_key, version_key
@@ -31,7 +32,6 @@ from .core.taxonomy import (
     Memory,
     check_utf8,
     cited_uris,
-    encode_body,
 )
 from .core.uri import MemoryURI, check_name
 from .errors import (
