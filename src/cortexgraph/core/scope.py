@@ -44,7 +44,9 @@ from .graph import EdgeState, relation_name
 from .hashing import DIGEST_SIZE, HASH_NAMES
 from .journal import Identity, decode_entry, memory_id
 from .keys import ID_SIZE
-from .merkle import SmtVerifier, mmr_leaf_hash, overall_root, smt_key, verify_inclusion
+from .merkle import overall_root
+from .mmr import mmr_leaf_hash, verify_inclusion
+from .smt import SmtVerifier, smt_key
 from .state import HeadState, Record, VersionState
 from .uri import MemoryURI, check_name
 
