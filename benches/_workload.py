@@ -37,7 +37,7 @@ import cortexgraph as cg
 import cortexgraph.writing as writing_module
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.keys import ID_SIZE
-from cortexgraph.core.merkle import mmr_node_count
+from cortexgraph.core.mmr import mmr_node_count
 from cortexgraph.core.postings import decode_forward, posting_prefix
 from cortexgraph.store.env import DEFAULT_MAP_SIZE, TABLES
 

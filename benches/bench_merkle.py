@@ -39,7 +39,8 @@ import pytest
 import cortexgraph as cg
 from _workload import ACTOR, BASE_AT, STEP_MS, chunks, make_memories, write_cortex
 from cortexgraph.core.commitments import verify_memory_proof
-from cortexgraph.core.merkle import verify_inclusion, verify_smt
+from cortexgraph.core.mmr import verify_inclusion
+from cortexgraph.core.smt import verify_smt
 from merkle import (
     ProofWork,
     both_checks,

@@ -38,7 +38,7 @@ from _report import environment, markdown_table, progress
 from _workload import BASE_AT, chunks, make_memories
 from cortexgraph.core.codec import decode
 from cortexgraph.core.commitments import head_commitment
-from cortexgraph.core.merkle import SmtVerifier, smt_key, verify_smt
+from cortexgraph.core.smt import SmtVerifier, smt_key, verify_smt
 from cortexgraph.core.state import HeadState
 
 DAY = 86_400_000

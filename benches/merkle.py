@@ -76,7 +76,8 @@ from cortexgraph.core.commitments import (
 )
 from cortexgraph.core.hashing import hash_function
 from cortexgraph.core.journal import decode_entry
-from cortexgraph.core.merkle import mmr_leaf_hash, smt_key, verify_inclusion, verify_smt
+from cortexgraph.core.mmr import mmr_leaf_hash, verify_inclusion
+from cortexgraph.core.smt import smt_key, verify_smt
 from cortexgraph.store.txn import WriteTxn
 
 BATCH = 1_000

@@ -81,8 +81,9 @@ from _workload import (
     write_cortex,
 )
 from cortexgraph.core import state as core_state
+from cortexgraph.core.body import encode_body, memory_from_body
 from cortexgraph.core.keys import version_key
-from cortexgraph.core.taxonomy import Memory, encode_body, memory_from_body
+from cortexgraph.core.taxonomy import Memory
 
 BATCH = 1_000
 BATCHES = 20

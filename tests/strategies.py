@@ -19,6 +19,7 @@ from typing import Any
 import blake3
 from hypothesis import strategies as st
 
+from cortexgraph.core.body import encode_body
 from cortexgraph.core.graph import EDGE_STATUSES, RELATIONS
 from cortexgraph.core.journal import OPS, Entry
 from cortexgraph.core.keys import ID_SIZE
@@ -37,7 +38,6 @@ from cortexgraph.core.taxonomy import (
     LearnWeights,
     Memory,
     Source,
-    encode_body,
 )
 
 __all__ = [

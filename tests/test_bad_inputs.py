@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import cortexgraph as cg
-from cortexgraph.core.taxonomy import memory_from_body
+from cortexgraph.core.body import memory_from_body
 
 MIB = 1 << 20
 

@@ -9,8 +9,9 @@ import cbor2
 import pytest
 
 import cortexgraph as cg
+from cortexgraph.core.body import encode_body
 from cortexgraph.core.query import Or
-from cortexgraph.core.taxonomy import MAX_TAGS, MAX_TEXT_BYTES, encode_body
+from cortexgraph.core.taxonomy import MAX_TAGS, MAX_TEXT_BYTES
 
 T0 = 1_700_000_000_000
 

@@ -25,7 +25,8 @@ from cortexgraph.core.commitments import (
     smt_mutations,
     verify_memory_proof,
 )
-from cortexgraph.core.merkle import mmr_append, mmr_leaf_hash, smt_key
+from cortexgraph.core.mmr import mmr_append, mmr_leaf_hash
+from cortexgraph.core.smt import smt_key
 from cortexgraph.core.smt_store import smt_store_apply
 from cortexgraph.core.state import HeadState, VersionState
 from cortexgraph.errors import CorruptionError

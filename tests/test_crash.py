@@ -37,7 +37,7 @@ import attrs
 import pytest
 
 import cortexgraph as cg
-from cortexgraph.core.taxonomy import memory_from_body, memory_to_body
+from cortexgraph.core.body import memory_from_body, memory_to_body
 
 WRITER_PATH = Path(__file__).parent / "scripts" / "crash_writer.py"
 WAIT_LIMIT_S = 60.0  # only reached if the writer hangs; the test then fails

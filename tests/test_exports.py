@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import cortexgraph as cg
+import cortexgraph.merkle
 
 # The documented public API (README, docs/api.md). Changing it is a release note.
 PUBLIC = [
@@ -83,6 +84,46 @@ def test_public_names_are_exactly_the_documented_ones() -> None:
     assert cg.__all__ == sorted(cg.__all__)
     for name in cg.__all__:
         assert hasattr(cg, name), name
+
+
+# The public Merkle module: proofs a sub-agent checks without a store. Changing it is a
+# release note too.
+MERKLE_PUBLIC = [
+    "EMPTY_SMT_ROOT",
+    "MMR",
+    "MemoryProof",
+    "MmrGetNode",
+    "SMT_KEY_SIZE",
+    "SmtGetNode",
+    "SmtUpdate",
+    "SmtVerifier",
+    "SparseMerkleTree",
+    "head_commitment",
+    "mmr_append",
+    "mmr_consistency_proof",
+    "mmr_inclusion_proof",
+    "mmr_leaf_hash",
+    "mmr_leaf_position",
+    "mmr_node_count",
+    "mmr_root",
+    "overall_root",
+    "smt_get",
+    "smt_key",
+    "smt_prove",
+    "smt_update",
+    "verify_consistency",
+    "verify_inclusion",
+    "verify_memory_proof",
+    "verify_smt",
+]
+
+
+def test_merkle_public_names_are_exactly_the_documented_ones() -> None:
+    """cortexgraph.merkle's __all__ lists exactly these names, sorted, and each one exists."""
+    assert cg.merkle.__all__ == MERKLE_PUBLIC
+    assert cg.merkle.__all__ == sorted(cg.merkle.__all__)
+    for name in cg.merkle.__all__:
+        assert hasattr(cg.merkle, name), name
 
 
 def test_error_tree() -> None:

@@ -2,7 +2,7 @@
 
 The reference implementation below is written straight from RFC 6962 section 2.1 (MTH,
 PATH, SUBPROOF, as recursions over lists), uses ``hashlib``/``blake3`` directly, and shares
-no code with ``cortexgraph.core.merkle``. Running this file as a script regenerates
+no code with ``cortexgraph.core.mmr``. Running this file as a script regenerates
 ``fixtures/vectors/mmr_*.json`` from that reference::
 
     PYTHONPATH=src .venv/bin/python tests/test_merkle.py
@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import cortexgraph.merkle as public
-from cortexgraph.core import merkle as core
+from cortexgraph.core import merkle, mmr, smt
 from cortexgraph.errors import CorruptionError, ValidationError
 from cortexgraph.merkle import (
     MMR,
@@ -650,15 +650,16 @@ def test_smt_key_layout_and_length_prefix() -> None:
 
 
 def test_public_module_reexports_core() -> None:
-    """cortexgraph.merkle exports core.merkle's public names plus the memory-proof API of
-    core.commitments, sorted, as the same objects."""
+    """cortexgraph.merkle exports the public names of core.mmr and core.smt, core.merkle's
+    overall_root and the memory-proof API of core.commitments, sorted, as the same objects."""
     from cortexgraph.core import commitments
 
     proof_api = ["MemoryProof", "head_commitment", "verify_memory_proof"]
-    assert public.__all__ == sorted(public.__all__) == sorted([*core.__all__, *proof_api])
+    sources = {name: module for module in (mmr, smt) for name in module.__all__}
+    sources |= {"overall_root": merkle} | {name: commitments for name in proof_api}
+    assert public.__all__ == sorted(public.__all__) == sorted(sources)
     for name in public.__all__:
-        source = commitments if name in proof_api else core
-        assert getattr(public, name) is getattr(source, name)
+        assert getattr(public, name) is getattr(sources[name], name)
     for name in [
         "MMR",
         "verify_inclusion",

@@ -1,7 +1,7 @@
 """The sparse Merkle tree half of cortexgraph.merkle.
 
 The reference below is deliberately naive and shares no code with
-``cortexgraph.core.merkle``: it computes the root of a *full-depth* 256-level tree by
+``cortexgraph.core.smt``: it computes the root of a *full-depth* 256-level tree by
 recursion over the sorted key set, applying the collapse rule (an interior node with one
 empty child and one leaf child is that leaf) at every level, and builds proofs from the
 definition (descend while the subtree holds two or more keys). The implementation instead
@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cortexgraph.core import hashing
-from cortexgraph.core import merkle as core
+from cortexgraph.core import smt as core
 from cortexgraph.errors import CorruptionError, ValidationError
 from cortexgraph.merkle import (
     EMPTY_SMT_ROOT,

@@ -16,6 +16,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from cortexgraph.core import codec
+from cortexgraph.core.body import encode_body, memory_from_body, memory_to_body
 from cortexgraph.core.journal import ENTRY_VERSION, decode_entry, encode_entry
 from cortexgraph.core.state import STATUSES, HeadState, VersionState, memory_from_stored
 from cortexgraph.core.taxonomy import (
@@ -27,9 +28,6 @@ from cortexgraph.core.taxonomy import (
     LearnWeights,
     Memory,
     Source,
-    encode_body,
-    memory_from_body,
-    memory_to_body,
 )
 from cortexgraph.errors import CorruptionError, ValidationError
 from strategies import cbor_values, entries, memories, names

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from cortexgraph.core import hashing
 from cortexgraph.core import smt_store as smt_store_module
-from cortexgraph.core.merkle import SparseMerkleTree, verify_smt
+from cortexgraph.core.smt import SparseMerkleTree, verify_smt
 from cortexgraph.core.smt_store import (
     SMT_STORE_META_KEY,
     smt_store_apply,

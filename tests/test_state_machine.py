@@ -38,7 +38,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import cortexgraph as cg
-from cortexgraph.core.taxonomy import OUTCOMES, memory_from_body
+from cortexgraph.core.body import memory_from_body
+from cortexgraph.core.taxonomy import OUTCOMES
 from strategies import memories, memory_changes, memory_ids, names, short_texts
 
 ACTOR = "agent"

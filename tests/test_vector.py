@@ -1,6 +1,7 @@
 """The persisted HNSW index: persistence, damage, deletions, filters, recall, determinism.
 
-Invariants V1-V4 of ``cortexgraph.vector.index`` (see ``docs/vector-index.md``).
+Invariants V1-V4 of ``cortexgraph.vector.files`` and ``cortexgraph.vector.index`` (see
+``docs/vector-index.md``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from hypothesis import strategies as st
 
 from cortexgraph.errors import ValidationError
 from cortexgraph.vector import VectorIndex
-from cortexgraph.vector.index import INITIAL_CAPACITY, file_stem
+from cortexgraph.vector.files import file_stem
+from cortexgraph.vector.index import INITIAL_CAPACITY
 
 DIM = 16
 

@@ -15,10 +15,11 @@ from typing import Any
 
 import attrs
 
+from .core.body import encode_body
 from .core.graph import EDGE_STATUSES, EdgeState, edge_out_key, normalise_relation, strength_ppm
 from .core.journal import MAX_ACCESS_IDS, Entry, decode_entry, encode_entry, memory_id, type_of
 from .core.keys import seq_key, version_key
-from .core.merkle import mmr_node_count
+from .core.mmr import mmr_node_count
 from .core.salience import learn_weights
 from .core.signals import memory_factors, read_weights
 from .core.state import HeadState, Record, VersionState
@@ -31,7 +32,6 @@ from .core.taxonomy import (
     Memory,
     check_utf8,
     cited_uris,
-    encode_body,
 )
 from .core.uri import MemoryURI, check_name
 from .errors import (

@@ -3,7 +3,8 @@ tree, the OverallRoot, and proof verifiers.
 
 Everything here is pure and needs no database, so a sub-agent can check proofs on its own.
 Byte layouts, node numbering and invariants (M1-M8) are documented in
-:mod:`cortexgraph.core.merkle`.
+:mod:`cortexgraph.core.merkle`, :mod:`cortexgraph.core.mmr` and
+:mod:`cortexgraph.core.smt`.
 
 >>> from cortexgraph.merkle import MMR, SmtVerifier, SparseMerkleTree, smt_key, verify_inclusion
 >>> from cortexgraph.merkle import verify_smt
@@ -32,15 +33,10 @@ True
 from __future__ import annotations
 
 from .core.commitments import MemoryProof, head_commitment, verify_memory_proof
-from .core.merkle import (
-    EMPTY_SMT_ROOT,
+from .core.merkle import overall_root
+from .core.mmr import (
     MMR,
-    SMT_KEY_SIZE,
     MmrGetNode,
-    SmtGetNode,
-    SmtUpdate,
-    SmtVerifier,
-    SparseMerkleTree,
     mmr_append,
     mmr_consistency_proof,
     mmr_inclusion_proof,
@@ -48,13 +44,20 @@ from .core.merkle import (
     mmr_leaf_position,
     mmr_node_count,
     mmr_root,
-    overall_root,
+    verify_consistency,
+    verify_inclusion,
+)
+from .core.smt import (
+    EMPTY_SMT_ROOT,
+    SMT_KEY_SIZE,
+    SmtGetNode,
+    SmtUpdate,
+    SmtVerifier,
+    SparseMerkleTree,
     smt_get,
     smt_key,
     smt_prove,
     smt_update,
-    verify_consistency,
-    verify_inclusion,
     verify_smt,
 )
 

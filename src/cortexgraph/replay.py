@@ -41,7 +41,7 @@ import attrs
 from .core.commitments import SnapshotManifest, manifest_for, roots
 from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key
-from .core.merkle import mmr_leaf_position, mmr_node_count
+from .core.mmr import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError
 from .handle import Handle, open_handle

@@ -23,7 +23,7 @@ from .core.forms import TokenEstimator, estimate_tokens, render
 from .core.fusion import RECALL_BM25
 from .core.graph import OUT
 from .core.keys import seq_key, version_key
-from .core.merkle import mmr_inclusion_proof, smt_key
+from .core.mmr import mmr_inclusion_proof
 from .core.postings import index_text
 from .core.query import (
     MemoryAttrs,
@@ -34,6 +34,7 @@ from .core.query import (
 )
 from .core.salience import DEFAULT_WEIGHTS, cold_score, salience_factors
 from .core.scope import VerifiedScope, encode_scope, verify_scope_bytes
+from .core.smt import smt_key
 from .core.smt_store import smt_store_prove
 from .core.state import HeadState, Record
 from .core.text import bm25_scores, term_counts

@@ -33,6 +33,7 @@ __all__ = [
     "decode",
     "decode_unchecked",
     "encode",
+    "encode_float",
     "encode_head",
     "encode_into",
     "encode_trusted",
@@ -125,7 +126,7 @@ def _key_order(keys: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
 _FLOATS: dict[float, bytes] = {}
 
 
-def _encode_float(value: float) -> bytes:
+def encode_float(value: float) -> bytes:
     """The shortest IEEE 754 form that keeps the value (memoised; zeros kept apart)."""
     if value == 0.0:
         return b"\xf9\x80\x00" if math.copysign(1.0, value) < 0 else b"\xf9\x00\x00"
@@ -156,6 +157,7 @@ def _shortest_float(value: float) -> bytes:
 
 
 def encode_into(value: Any, out: list[bytes]) -> None:
+    """Append the canonical encoding of ``value`` to ``out``, in pieces (no checks)."""
     kind = type(value)
     if kind is str:
         raw = value.encode("utf-8")
@@ -182,7 +184,7 @@ def encode_into(value: Any, out: list[bytes]) -> None:
     elif value is False:
         out.append(b"\xf4")
     elif kind is float:
-        out.append(_encode_float(value))
+        out.append(encode_float(value))
     else:
         out.append(cbor2.dumps(value, canonical=True))
 

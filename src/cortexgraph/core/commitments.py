@@ -43,16 +43,9 @@ from .codec import as_map, decode, encode
 from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts
 from .journal import Entry, Identity, Mutation, decode_entry
 from .journal import memory_id as make_memory_id
-from .merkle import (
-    EMPTY_SMT_ROOT,
-    mmr_inclusion_proof,
-    mmr_leaf_hash,
-    mmr_root,
-    overall_root,
-    smt_key,
-    verify_inclusion,
-    verify_smt,
-)
+from .merkle import overall_root
+from .mmr import mmr_inclusion_proof, mmr_leaf_hash, mmr_root, verify_inclusion
+from .smt import EMPTY_SMT_ROOT, smt_key, verify_smt
 from .smt_store import smt_store_apply, smt_store_prove, smt_store_root
 from .state import HeadState, VersionState
 from .uri import MemoryURI

@@ -44,6 +44,7 @@ from typing import Any, Protocol
 import attrs
 
 from ..errors import CorruptionError, ValidationError
+from .body import check_body, encode_body, memory_from_body
 from .codec import decode_unchecked, encode_head, encode_trusted
 from .graph import EDGE_STATUSES, PPM, RELATIONS, EdgeState, edge_in_key, edge_out_key
 from .hashing import hash_function
@@ -66,15 +67,7 @@ from .signals import (
     weights_mutation,
 )
 from .state import STATUSES, HeadState, VersionState
-from .taxonomy import (
-    ORIGINS,
-    LearnWeights,
-    Memory,
-    check_body,
-    encode_body,
-    memory_from_body,
-    type_by_name,
-)
+from .taxonomy import ORIGINS, LearnWeights, Memory, type_by_name
 from .uri import check_name
 
 __all__ = [

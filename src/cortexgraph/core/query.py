@@ -65,7 +65,7 @@ from typing import Any
 import attrs
 
 from ..errors import TooBroadQueryError, UnboundedQueryError, ValidationError
-from .taxonomy import MAX_MS, MEMORY_TYPES, _normalise_tag, _tags, type_by_name
+from .taxonomy import MAX_MS, MEMORY_TYPES, check_tags, normalise_tag, type_by_name
 from .uri import check_name
 
 __all__ = [
@@ -142,10 +142,10 @@ def _check_tag(value: object) -> str:
     if type(value) is not str:
         raise ValidationError(f"must be a string, not {type(value).__name__}", field="tag")
     try:
-        normal = _normalise_tag(value)
+        normal = normalise_tag(value)
     except UnicodeError:  # pragma: no cover - normalize does not raise on str
         normal = value
-    _tags(None, _Field, (normal,))  # type: ignore[arg-type]
+    check_tags(None, _Field, (normal,))  # type: ignore[arg-type]
     return normal
 
 

@@ -37,15 +37,17 @@ from typing import Any
 import attrs
 
 from ..errors import CortexError, VerificationError
+from .body import memory_from_body
 from .codec import canonical_keys, decode_unchecked, encode, encode_head
 from .commitments import edge_commitment, edge_smt_key, head_commitment
 from .graph import EdgeState, relation_name
 from .hashing import DIGEST_SIZE, HASH_NAMES
 from .journal import Identity, decode_entry, memory_id
 from .keys import ID_SIZE
-from .merkle import SmtVerifier, mmr_leaf_hash, overall_root, smt_key, verify_inclusion
+from .merkle import overall_root
+from .mmr import mmr_leaf_hash, verify_inclusion
+from .smt import SmtVerifier, smt_key
 from .state import HeadState, Record, VersionState
-from .taxonomy import memory_from_body
 from .uri import MemoryURI, check_name
 
 __all__ = [

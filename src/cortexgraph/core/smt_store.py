@@ -140,7 +140,7 @@ from collections.abc import Callable, Mapping
 
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, hash_function
-from .merkle import EMPTY_SMT_ROOT, SMT_KEY_SIZE, encode_smt_proof
+from .smt import EMPTY_SMT_ROOT, SMT_KEY_SIZE, encode_smt_proof
 
 __all__ = [
     "SMT_STORE_META_KEY",

@@ -31,8 +31,9 @@ from typing import Any
 import attrs
 
 from ..errors import CorruptionError, ValidationError
+from .body import encode_body, memory_from_body
 from .codec import decode_unchecked
-from .taxonomy import MEMORY_TYPES, Memory, encode_body, memory_from_body
+from .taxonomy import MEMORY_TYPES, Memory
 from .uri import MemoryURI, check_name
 
 __all__ = ["STATUSES", "HeadState", "Record", "VersionState", "memory_from_stored"]

@@ -1,10 +1,11 @@
-"""The generated fast paths of ``core.taxonomy`` agree with the reference paths.
+"""The fast paths of ``core.body`` agree with the reference paths.
 
 ``memory_from_body`` first tries a builder generated per class at import; anything it is
 not sure of goes to the reference path (the attrs constructors behind ``_guarded``). So a
 valid body must give an object equal to the reference path's, and an invalid one the
 same ``ValidationError`` (field and message). ``encode_body`` likewise runs a generated
-encoder that must give exactly the reference loop's map (keys in the same order) and bytes.
+encoder that must give exactly the map (keys in the same order) and bytes of the
+record's ``canonical_map`` under the generic canonical encoder.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cortexgraph.core import taxonomy
+from cortexgraph.core import body as body_module
+from cortexgraph.core.body import encode_body, memory_from_body, memory_to_body
 from cortexgraph.core.codec import decode_unchecked
 from cortexgraph.core.taxonomy import (
     MAX_SHORT_TEXT,
@@ -28,9 +30,8 @@ from cortexgraph.core.taxonomy import (
     Fact,
     Memory,
     Source,
-    encode_body,
     memory_fields,
-    memory_from_body,
+    memory_from_map,
 )
 from cortexgraph.errors import ValidationError
 from strategies import memories, memory_kwargs
@@ -46,7 +47,7 @@ def outcome(build: Any, body: Any) -> tuple[Any, ...]:
 
 def assert_same(body: Any) -> tuple[Any, ...]:
     fast = outcome(memory_from_body, body)
-    reference = outcome(taxonomy._memory_from_body_reference, body)
+    reference = outcome(memory_from_map, body)
     assert fast == reference
     if fast[0] == "ok":  # equal, and equal down to the canonical bytes (-0.0, NFC, ...)
         assert encode_body(fast[2]) == encode_body(reference[2])
@@ -72,7 +73,7 @@ def test_valid_bodies_build_equal_objects(memory: Memory) -> None:
         result = assert_same(candidate)
         assert result == ("ok", type(memory), memory)
         # the generated builder itself accepts it (no silent fallback on valid bodies)
-        built = taxonomy._BUILDERS[memory.type_name](candidate)
+        built = body_module._BUILDERS[memory.type_name](candidate)
         assert built == memory and type(built) is type(memory)
 
 
@@ -92,7 +93,7 @@ def test_caller_style_bodies_agree(kwargs: dict[str, Any], data: st.DataObject) 
 @given(memories())
 def test_encoders_agree(memory: Memory) -> None:
     fast_body, fast_bytes = encode_body(memory)
-    ref_body, ref_bytes = taxonomy._encode_body_reference(memory)
+    ref_body, ref_bytes = body_module._encode_body_reference(memory)
     assert fast_bytes == ref_bytes == cbor2.dumps(ref_body, canonical=True)
     assert list(fast_body.items()) == list(ref_body.items())
 
@@ -108,13 +109,14 @@ def test_encoders_agree_without_validation() -> None:
     with attrs.validators.disabled():
         for kwargs in odd:
             memory = Fact(**kwargs)
-            assert encode_body(memory) == taxonomy._encode_body_reference(memory)
+            assert encode_body(memory) == body_module._encode_body_reference(memory)
             fast = encode_body(memory)
-            assert list(fast[0].items()) == list(taxonomy._encode_body_reference(memory)[0].items())
+            reference = body_module._encode_body_reference(memory)
+            assert list(fast[0].items()) == list(reference[0].items())
         for source in ("a string", 7, ("a",)):
             memory = Fact(text="x", source=source)
             with pytest.raises(AttributeError):
-                taxonomy._encode_body_reference(memory)
+                body_module._encode_body_reference(memory)
             with pytest.raises(AttributeError):
                 encode_body(memory)
 
@@ -388,20 +390,20 @@ def test_cached_sources_check_exact_types() -> None:
 
 
 def test_source_caches_stay_bounded_and_correct() -> None:
-    for i in range(taxonomy._CACHE_LIMIT + 10):
+    for i in range(body_module._CACHE_LIMIT + 10):
         body = {"type": "fact", "text": "x", "source": {"origin": "human", "session": f"s{i}"}}
         memory = memory_from_body(body)
         assert memory.source == Source(origin="human", session=f"s{i}")
-        assert encode_body(memory) == taxonomy._encode_body_reference(memory)
-    assert len(taxonomy._SOURCES) <= taxonomy._CACHE_LIMIT
-    assert len(taxonomy._SOURCE_ENCODINGS) <= taxonomy._CACHE_LIMIT
+        assert encode_body(memory) == body_module._encode_body_reference(memory)
+    assert len(body_module._SOURCES) <= body_module._CACHE_LIMIT
+    assert len(body_module._SOURCE_ENCODINGS) <= body_module._CACHE_LIMIT
 
 
 def test_bodies_do_not_share_source_maps() -> None:
     """Changing a returned body leaves the next one (and the memoised encoding) alone."""
     body = {"type": "fact", "text": "x", "source": {"origin": "llm", "cwd": "/w"}}
     memory = memory_from_body(body)
-    first = memory.to_dict()
+    first = memory_to_body(memory)
     first["source"]["origin"] = "changed"
-    assert memory.to_dict()["source"] == {"origin": "llm", "cwd": "/w"}
-    assert encode_body(memory) == taxonomy._encode_body_reference(memory)
+    assert memory_to_body(memory)["source"] == {"origin": "llm", "cwd": "/w"}
+    assert encode_body(memory) == body_module._encode_body_reference(memory)
