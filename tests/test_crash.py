@@ -14,8 +14,9 @@ every window around LMDB's commit:
   commit's writes of data pages to ``data.mdb`` (the first single page, or the first to
   third run of pages); or, every other time, ``gdb`` attaches and kills it at LMDB's
   ``mdb_env_write_meta``, when every data page is written and the meta page is not;
-- ``after``: ``strace`` kills it at its first ``flock`` after the pause: the writer lock's
-  release, right after LMDB's commit returned and before the writer reported it.
+- ``after``: ``gdb`` kills it as soon as LMDB has written the meta page (the instant the
+  commit took effect), or, every other time, ``strace`` kills it at its first ``flock``
+  after the pause: the writer lock's release, after the commit and before it is reported.
 
 Every kill is checked to be the SIGKILL (the writer never exits by itself), and after each
 one the test opens the store and checks:
@@ -205,13 +206,17 @@ def kill_among_data_pages(run: WriterProcess, rng: random.Random, log: Path) -> 
     return "meta" if size < 4096 and offset < 8192 else "data"
 
 
-def kill_at_meta_page(run: WriterProcess) -> str:
+def kill_at_meta_page(run: WriterProcess, *, written: bool = False) -> str:
     """Kill the paused writer when its commit has written every data page and is about to
-    write the meta page (a ``gdb`` breakpoint on LMDB's ``mdb_env_write_meta``)."""
+    write the meta page (a ``gdb`` breakpoint on LMDB's ``mdb_env_write_meta``), or, if
+    ``written``, just after it wrote the meta page (the instant the commit took effect)."""
     assert GDB is not None
     command = [GDB, "-q", "-nx", "-batch", "-p", str(run.proc.pid), "-ex", "set auto-load off"]
     command += ["-ex", "break mdb_env_write_meta", "-ex", "shell echo armed >&2"]
-    command += ["-ex", "continue", "-ex", "kill"]
+    command += ["-ex", "continue"]
+    if written:  # on to the return address, which is on top of the stack at the entry
+        command += ["-ex", "tbreak *(*(void **) $sp)", "-ex", "continue"]
+    command += ["-ex", "kill"]
     debugger = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert debugger.stdout is not None and debugger.stderr is not None
     errors = []
@@ -221,6 +226,7 @@ def kill_at_meta_page(run: WriterProcess) -> str:
     run.collect()
     out, err = debugger.communicate(timeout=WAIT_LIMIT_S)
     assert "hit Breakpoint 1" in out, out + "".join(errors) + err
+    assert not written or "Temporary breakpoint 2, " in out, out + err
     return "meta"
 
 
@@ -484,8 +490,10 @@ def test_sigkill_leaves_whole_batches_and_a_replayable_journal(
             at_page[kill_among_data_pages(run, rng, tmp_path / "strace.log")] += 1
         elif mode == "inside":
             at_page[kill_at_meta_page(run)] += 1
-        elif mode == "after":
+        elif mode == "after" and kill % (2 * len(MODES)) == MODES.index("after"):
             kill_right_after_commit(run, tmp_path / "strace.log")
+        elif mode == "after":
+            kill_at_meta_page(run, written=True)
         else:
             run.kill()
         assert not exited, f"the writer exited by itself: {run.failure()}"
