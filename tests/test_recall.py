@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from cortexgraph.core.fusion import RECALL_BM25, embed_text, expand, fuse, fuse_
 from cortexgraph.core.postings import index_text, read_forward
 from cortexgraph.core.text import bm25_scores, term_counts
 from cortexgraph.embed import HashEmbedder
+from cortexgraph.vector.index import VectorIndex
 
 T0 = 1_700_000_000_000
 WORDS = ["deploy", "pipeline", "window", "lunch", "python", "rust", "cache", "index", "merge",
@@ -242,26 +242,69 @@ def test_deleting_the_index_restores_identical_results(tmp_path: Path) -> None:
     assert after == before
 
 
-@pytest.mark.parametrize("kill_after", [0.6, 1.2, 2.0])
-def test_sigkill_during_writes_leaves_index_and_postings_agreeing(
-    tmp_path: Path, kill_after: float
-) -> None:
-    """A writer that writes batches and recalls (so the index is saved at some watermark)
-    is killed with SIGKILL; on reopen, keyword and vector results equal those of a store
-    rebuilt from the journal with a fresh index, and the postings survive a rebuild
-    byte for byte."""
+def _run_recall_writer_until(root: Path, event: str, count: int) -> list[str]:
+    """Start ``scripts/recall_writer.py`` on ``root``, SIGKILL it as soon as it has printed
+    its ``count``-th ``event`` line, and return every line it printed before the kill.
+
+    Fails if the writer exits by itself, or if it died of anything but the SIGKILL."""
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPTS / "recall_writer.py"), str(tmp_path)],
+        [sys.executable, str(SCRIPTS / "recall_writer.py"), str(root)],
         stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "PYTHONHASHSEED": "0"},
     )
-    assert proc.stdout is not None
-    proc.stdout.readline()  # the writer is running
-    time.sleep(kill_after)
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: list[str] = []
+    seen = 0
+    while seen < count:
+        line = proc.stdout.readline()
+        if not line:  # the writer exited (or closed its output) before the aimed point
+            proc.wait()
+            raise AssertionError(
+                f"the writer stopped after {lines[-3:]}, exit code {proc.returncode}:"
+                f" {proc.stderr.read()}"
+            )
+        lines.append(line.strip())
+        seen += lines[-1].split()[0] == event
+    exited = proc.poll() is not None
     proc.send_signal(signal.SIGKILL)
     proc.wait()
+    stderr = proc.stderr.read()
     proc.stdout.close()
+    proc.stderr.close()
+    assert not exited, f"the writer exited by itself: {stderr}"
+    assert proc.returncode == -signal.SIGKILL, f"exit code {proc.returncode}: {stderr}"
+    return lines
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("event", "count"),
+    [
+        pytest.param("saving", 2, id="inside-the-second-index-save"),
+        pytest.param("saved", 1, id="right-after-the-first-index-save"),
+        pytest.param("batch", 27, id="between-saves-after-27-batches"),
+    ],
+)
+def test_sigkill_during_writes_leaves_index_and_postings_agreeing(
+    tmp_path: Path, event: str, count: int
+) -> None:
+    """A writer that writes batches and recalls, saving the vector index every tenth
+    batch, is killed with SIGKILL at a point named by its own progress lines: while it
+    saves the index, right after a save, or between saves. The test checks that it died
+    of the signal, that every batch it reported is in the store and that the index on disk
+    reflects at least its last completed save; then that keyword and vector results on
+    reopen equal those of a fresh index, and the postings survive a rebuild byte for byte."""
+    lines = _run_recall_writer_until(tmp_path, event, count)
+    reported = [int(line.split()[3]) for line in lines if line.startswith("batch ")]
+    saved = [int(line.split()[1]) for line in lines if line.startswith("saved ")]
+    assert len(reported) >= 10 and saved, f"the kill came before a save: {lines[-3:]}"
+    on_disk = VectorIndex.saved_watermark(tmp_path / "a" / "vectors", name=HashEmbedder().name)
+    assert on_disk is not None and on_disk >= saved[-1] > 0
     with cg.open(tmp_path, "a") as cx:
+        assert cx.seq >= reported[-1]  # nothing the writer saw commit was lost
+        assert cx._vector_state().index.watermark >= on_disk  # the saved index was loaded
         queries = WORDS[:6]
         got = [(cx.recall(q, k=10, mode="vector").uris, cx.recall(q, k=10, mode="keyword").uris)
                for q in queries]
