@@ -22,8 +22,9 @@ import pytest
 import cortexgraph as cg
 from cortexgraph.cli import main
 from cortexgraph.core.codec import encode
-from cortexgraph.core.journal import Identity, memory_id
+from cortexgraph.core.journal import Identity, apply, decode_entry, memory_id
 from cortexgraph.core.taxonomy import WEIGHT_COUNT, WEIGHT_TOTAL, encode_body
+from cortexgraph.errors import CorruptionError
 from cortexgraph.merkle import verify_memory_proof
 from cortexgraph.replay import ReplayError
 from forge import ACTOR, HASH, Honest, Journal, forge_store, honest_journal
@@ -377,3 +378,24 @@ def test_learned_weights_are_not_checked_by_replay(tmp_path: Path, honest: Hones
     assert cg.verify(root, ACTOR).ok
     with cg.open(root, ACTOR, readonly=True) as cx:
         assert cx.weights() == tuple(weights)
+
+
+def test_apply_refuses_a_write_of_an_existing_memory(honest: Honest) -> None:
+    """Replay cannot reach this check (a write's id hashes its own seq, so the id check
+    refuses a repeated id first), but writers call ``apply`` with ``trusted=True`` and
+    skip the id check: a write whose id is taken must still be refused, naming the entry,
+    rather than overwrite the memory's head."""
+    tables: dict[tuple[str, bytes], bytes] = {}
+
+    class View:
+        def get(self, table: str, key: bytes) -> bytes | None:
+            return tables.get((table, key))
+
+    identity = Identity(ACTOR, HASH)
+    first = decode_entry(encode(honest.entry(1)))
+    for table, key, value in apply(identity, first, View(), trusted=True):
+        assert value is not None
+        tables[table, key] = value
+    again = decode_entry(encode({**honest.entry(1), "seq": 10}))
+    with pytest.raises(CorruptionError, match="journal entry 10 writes an existing memory"):
+        apply(identity, again, View(), trusted=True)
