@@ -272,8 +272,12 @@ _FIELD_CHECKS: dict[str, Callable[[Any], bool]] = {
     "reason": lambda v: type(v) is str and bool(v),
     "rel": lambda v: type(v) is str and v in RELATIONS,
     "strength": lambda v: type(v) is int and 0 <= v <= PPM,
-    "status": lambda v: type(v) is str and (v in EDGE_STATUSES or v in STATUSES),
     "origin": lambda v: type(v) is str and v in ORIGINS,
+}
+#: ``status`` means an edge's status in ``edge`` entries and a memory's in ``status`` ones
+_STATUS_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "edge": lambda v: type(v) is str and v in EDGE_STATUSES,
+    "status": lambda v: type(v) is str and v in STATUSES,
 }
 
 
@@ -310,7 +314,7 @@ def decode_entry(data: bytes) -> Entry:
         raise CorruptionError(f"journal entry {seq} has a bad namespace") from None
     fields = {k: m[k] for k in keys}
     for name, value in fields.items():
-        check = _FIELD_CHECKS.get(name)
+        check = _STATUS_CHECKS[op] if name == "status" else _FIELD_CHECKS.get(name)
         if check is not None and not check(value):
             raise CorruptionError(f"journal entry {seq} has a bad {name}")
     memory: Memory | None = None
