@@ -21,9 +21,10 @@ import pytest
 
 import cortexgraph as cg
 from cortexgraph.cli import main
+from cortexgraph.core.body import encode_body
 from cortexgraph.core.codec import encode
 from cortexgraph.core.journal import Identity, apply, decode_entry, memory_id
-from cortexgraph.core.taxonomy import WEIGHT_COUNT, WEIGHT_TOTAL, encode_body
+from cortexgraph.core.taxonomy import WEIGHT_COUNT, WEIGHT_TOTAL
 from cortexgraph.errors import CorruptionError
 from cortexgraph.merkle import verify_memory_proof
 from cortexgraph.replay import ReplayError
