@@ -494,3 +494,19 @@ def test_smt_mutations_commit_to_the_documented_key_and_value(hash_name: str) ->
     got = smt_mutations(hash_name, lambda t, k: tables[t].get(k), ids)
     _, writes = smt_store_apply(hash_name, tables["smt"].get, expected)
     assert got == [("smt", key, value) for key, value in sorted(writes.items())]
+
+
+def test_a_later_version_s_proof_needs_its_own_creating_write(tmp_path: Path) -> None:
+    """A proof of version 2 carries the write that created the memory: swapping in another
+    memory's write (with that write's own valid MMR path) is refused with False."""
+    with cg.open(tmp_path, "a", clock=cg.ManualClock(T0), sync=False) as cx:
+        first = cx.write(cg.Fact(text="first"), at=T0)
+        other = cx.write(cg.Fact(text="other"), at=T0 + 1)
+        cx.update(first, text="first, revised", at=T0 + 2)
+        proof, other_write, root = cx.prove(first.head), cx.prove(other), cx.overall_root()
+    assert verify_memory_proof(proof, root) is True
+    assert other_write.journal_size == proof.journal_size  # its path fits the same tree
+    swapped = attrs.evolve(
+        proof, origin_entry=other_write.entry, origin_mmr_proof=tuple(other_write.mmr_proof)
+    )
+    assert verify_memory_proof(swapped, root) is False

@@ -229,6 +229,7 @@ def test_verify_reports_a_damaged_page_without_letting_lmdb_read_it(
     report = cg.verify(root)
     [actor] = report.actors
     assert (report.ok, actor.error, actor.tables) == (False, "CorruptionError", {"main": False})
+    assert actor.actor == ACTOR and actor.seconds >= 0
     assert "damaged LMDB page structure in 'main'" in actor.problems[0]
     code, out = _run_cli(capsys, "verify", str(root), "--json", "--no-progress")
     assert (code, json.loads(out)["ok"]) == (1, False)

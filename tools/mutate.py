@@ -16,7 +16,7 @@ The mutations, one at a time:
 - ``const``: an integer constant off by one (``n`` becomes ``n + 1``);
 - ``guard``: a statement ``if ...: raise ...`` removed (a dropped check);
 - ``swap``: the first two positional arguments of a call swapped;
-- ``return``: ``return x`` becomes ``return None``.
+- ``return``: ``return x`` becomes ``return None`` (where ``x`` is not ``None`` already).
 
 Usage::
 
@@ -166,8 +166,11 @@ def _candidates(node: ast.AST) -> Iterator[str]:
         isinstance(a, ast.Starred) for a in node.args[:2]
     ):
         yield "swap"
-    elif isinstance(node, ast.Return) and node.value is not None:
-        yield "return"
+    elif isinstance(node, ast.Return) and not (
+        node.value is None
+        or (isinstance(node.value, ast.Constant) and node.value.value is None)
+    ):
+        yield "return"  # (``return None`` would stay as it is)
 
 
 def _walk_with_function(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
