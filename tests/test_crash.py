@@ -444,9 +444,15 @@ def derived(digests: dict[str, str]) -> dict[str, str]:
     return {name: digest for name, digest in digests.items() if name != "emb"}
 
 
-def vector_results(root: Path) -> list[list[cg.MemoryURI]]:
+def vector_results(root: Path) -> list[list[float]]:
+    """The similarities of the 8 nearest memories of a few queries. Compared as scores, not
+    URIs: memories with the same text tie, and an index caught up across saves and kills
+    inserted them in another order than a fresh one, so tied memories may swap."""
     with cg.open(root, ACTOR, create=False, sync=False) as cx:
-        return [cx.recall(f"batch {n} op 0", k=8, mode="vector").uris for n in range(1, 60, 7)]
+        return [
+            [round(hit.score, 5) for hit in cx.recall(f"batch {n} op 0", k=8, mode="vector")]
+            for n in range(1, 60, 7)
+        ]
 
 
 @pytest.mark.slow
