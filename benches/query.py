@@ -571,8 +571,8 @@ PHASES: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
         ("index/columns.py", "select", "run_find"),)),
     ("ordering (salience walk, or scores then sort)", (
         ("index/order.py", "walk_salience", None), ("index/order.py", "ordered", None))),
-    ("record reads (memo, else heads, version, decode)", (("cortex.py", "_row_memo", None),)),
-    ("rendering and token estimate (memo)", (("cortex.py", "shown", "run_find"),)),
+    ("record reads (memo, else heads, version, decode)", (("reading.py", "row_memo", None),)),
+    ("rendering and token estimate (memo)", (("reading.py", "shown", "run_find"),)),
 )  # fmt: skip
 
 
