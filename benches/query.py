@@ -62,7 +62,7 @@ from _workload import ACTOR, BASE_AT, NS, STEP_MS, RawStore, chunks, make_memori
 from cortexgraph import Q
 from cortexgraph.core.signals import MEMORY_STATUSES
 from cortexgraph.core.taxonomy import MEMORY_TYPES
-from cortexgraph.store.columns import ColumnIndex
+from cortexgraph.index import ColumnIndex
 
 BATCH = 1_000
 #: edges per memory, and the share of them that point into the hub set (1% of memories)
@@ -241,7 +241,7 @@ def build_sqlite(path: Path, cx: cg.Cortex, now: int) -> sqlite3.Connection:
                 index.exact_score(row, now),
             )
         )
-        tags.extend((memory_id, tag) for tag in index._tags[row])
+        tags.extend((memory_id, tag) for tag in index.tags[row])
     conn.execute("BEGIN")
     conn.executemany("INSERT INTO memories VALUES (?, ?, ?, ?, ?, ?, ?, ?)", memories)
     conn.executemany("INSERT INTO tags VALUES (?, ?)", tags)
@@ -564,14 +564,15 @@ def measure_attest(cx: cg.Cortex, work: Workload) -> tuple[list[float], list[flo
 PHASES: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
     ("checks, plan and count (kept per plan and seq)", (
         ("core/query.py", "check_predicate", None), ("core/query.py", "check_bounded", None),
-        ("core/query.py", "check_order", None), ("columns.py", "plan", None),
-        ("columns.py", "walk_budget", None), ("columns.py", "count", None))),
-    ("refresh (catch-up check)", (("columns.py", "refresh", None),)),
-    ("selection, when not walking (postings, masks)", (("columns.py", "select", "run_find"),)),
+        ("core/query.py", "check_order", None), ("index/columns.py", "plan", None),
+        ("index/order.py", "walk_budget", None), ("index/columns.py", "count", None))),
+    ("refresh (catch-up check)", (("index/columns.py", "refresh", None),)),
+    ("selection, when not walking (postings, masks)", (
+        ("index/columns.py", "select", "run_find"),)),
     ("ordering (salience walk, or scores then sort)", (
-        ("columns.py", "walk_salience", None), ("columns.py", "ordered", None))),
-    ("record reads (memo, else heads, version, decode)", (("cortex.py", "_row_memo", None),)),
-    ("rendering and token estimate (memo)", (("cortex.py", "shown", "run_find"),)),
+        ("index/order.py", "walk_salience", None), ("index/order.py", "ordered", None))),
+    ("record reads (memo, else heads, version, decode)", (("reading.py", "row_memo", None),)),
+    ("rendering and token estimate (memo)", (("reading.py", "shown", "run_find"),)),
 )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import cortexgraph as cg
 from cortexgraph.core.salience import DEFAULT_WEIGHTS, PPM
 from cortexgraph.core.taxonomy import MEMORY_TYPES
-from cortexgraph.store.columns import ColumnIndex
+from cortexgraph.index import ColumnIndex
 from signal_ops import SignalOps
 
 TYPE_CODES = sorted(t.type_code for t in MEMORY_TYPES)
@@ -70,7 +70,7 @@ def index_of(data: dict[str, Any]) -> ColumnIndex:
         index.cols[name] = np.asarray(data[name], dtype=index.cols[name].dtype)
     for name in ("conf_ppm", "prio_ppm"):
         index.cols[name] = np.zeros(count, dtype=np.int64)
-    index._derive_factors(count)  # as a build derives them
+    index.derive_factors(count)  # as a build derives them
     index.ids = [row.to_bytes(16, "big") for row in range(count)]
     index.max_indeg = data["max_indeg"]
     index.max_access = data["max_access"]
@@ -89,8 +89,8 @@ def test_vectorised_scores_equal_exact_ones(data: dict[str, Any]) -> None:
     assert fast.dtype == np.int64
     assert fast.tolist() == exact
     # both ways of scoring, whatever the number of rows picks
-    assert index._scores_vectorised(rows, now).tolist() == exact
-    assert index._scores_one_by_one(rows.tolist(), now) == exact
+    assert index.scores.vectorised(rows, now).tolist() == exact
+    assert index.scores.one_by_one(rows.tolist(), now) == exact
 
 
 def test_a_tie_is_settled_the_exact_way() -> None:
@@ -118,7 +118,7 @@ def test_a_tie_is_settled_the_exact_way() -> None:
     assert expected[:2] == [13, 13]
     assert [int(np.rint(value * 1e6)) for value in data["confidence"][:2]] == [12, 14]
     assert index.exact_scores(rows, 0).tolist() == expected
-    assert index._scores_vectorised(rows, 0).tolist() == expected
+    assert index.scores.vectorised(rows, 0).tolist() == expected
     assert [index.exact_score(row, 0) for row in range(4)] == expected
 
 
@@ -160,22 +160,22 @@ def test_recency_near_a_half_ppm_is_scored_the_exact_way(monkeypatch: Any) -> No
     index = index_of(data)
     expected = [index.exact_score(row, now) for row in range(count)]
     called: list[int] = []
-    exact_score = index.exact_score
+    exact_score = index.scores.exact_score
 
     def counted(row: int, at: int) -> int:
         called.append(row)
         return exact_score(row, at)
 
-    monkeypatch.setattr(index, "exact_score", counted)
+    monkeypatch.setattr(index.scores, "exact_score", counted)
     rows = np.arange(count, dtype=np.int64)
-    assert index._scores_vectorised(rows, now).tolist() == expected
+    assert index.scores.vectorised(rows, now).tolist() == expected
     assert called == [0, 1, 2]  # the three near a half, and only those
 
 
 def test_a_factor_near_a_half_ppm_is_rounded_by_the_exact_function() -> None:
     """``_ppm`` rounds values near a half ppm with the caller's exact function (numpy's
     log1p may differ from math.log there), and the rest with rint."""
-    from cortexgraph.store.columns import _ppm
+    from cortexgraph.index.ppm import ppm as _ppm
 
     values = np.asarray([0.25, 0.0000125, 0.5, 0.0000135])
     assert _ppm(values).tolist() == [250_000, 13, 500_000, 13]
@@ -354,9 +354,9 @@ def test_memoised_records_follow_every_change(tmp_path: Any) -> None:
 
 def test_memos_are_bounded_and_keep_the_newer_half(tmp_path: Any, monkeypatch: Any) -> None:
     """At the limit the older half of the memos goes; the newest stay valid."""
-    from cortexgraph.store import columns
+    from cortexgraph.index import memo
 
-    monkeypatch.setattr(columns, "_MEMO_LIMIT", 8)
+    monkeypatch.setattr(memo, "_MEMO_LIMIT", 8)
     with cg.open(tmp_path, "agent", sync=False) as cx:
         for i in range(12):
             cx.write(cg.Fact(text=f"fact {i}", tags=("t",)), at=T0 + i)
@@ -365,6 +365,6 @@ def test_memos_are_bounded_and_keep_the_newer_half(tmp_path: Any, monkeypatch: A
             seq = index.refresh(txn)
         for row in range(12):
             index.remember(row, f"memo {row}", seq)
-        assert len(index._memos) <= 8
+        assert len(index.memos) <= 8
         assert index.memo(11, seq) == "memo 11"  # the newest survive
         assert index.memo(0, seq) is None  # the oldest went

@@ -17,7 +17,7 @@ import pytest
 
 import cortexgraph as cg
 from cortexgraph.core.query import Q
-from cortexgraph.store.columns import ColumnIndex
+from cortexgraph.index import ColumnIndex
 
 T0 = 1_700_000_000_000
 WAIT = 10.0  # seconds; only reached if the code under test deadlocks

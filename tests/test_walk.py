@@ -23,8 +23,11 @@ from hypothesis import strategies as st
 import cortexgraph as cg
 from cortexgraph import Q
 from cortexgraph.core.query import Predicate
-from cortexgraph.store import columns
-from cortexgraph.store.columns import KEY_ORDERS, ColumnIndex, _member
+from cortexgraph.index import KEY_ORDERS, ColumnIndex
+from cortexgraph.index import filter as masks
+from cortexgraph.index import order as columns
+from cortexgraph.index.filter import member as _member
+from cortexgraph.index.order import Orders
 from signal_ops import SignalOps
 
 T0 = 1_700_000_000_000
@@ -101,7 +104,7 @@ def check_walks(cx: cg.Cortex, now: int, budgets: list[int], first: int) -> None
                 rows = index.select(plan)
                 assert index.count(plan) == len(rows)
                 expected = list(index.ordered(rows, "salience", instant))
-                assert index._walk_shape(plan) is not None
+                assert index.orders._walk_shape(plan) is not None
                 for budget in budgets:
                     scores: dict[int, int] = {}
                     walk = index.walk_salience(
@@ -115,7 +118,7 @@ def check_walks(cx: cg.Cortex, now: int, budgets: list[int], first: int) -> None
                     walked = list(walk)
                     assert walked == expected
                     assert scores == {row: index.exact_score(row, instant) for row in walked}
-            order = index._order
+            order = index.orders._order
             assert order is not None
             if instant < order.since:
                 assert index.walk_budget(index.plan(WALKABLE[0])[0], first, instant) is None
@@ -160,7 +163,7 @@ def test_walk_equals_select_and_sort_across_changes(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(columns, "_WALK_MIN", 0)
         patch.setattr(columns, "_WALK_FIRST", round_size)
-        patch.setattr(columns, "_BITMAP_SHARE", share)
+        patch.setattr(masks, "_BITMAP_SHARE", share)
         patch.setattr(columns, "_WALK_CHANGED", changed)
         with cg.open(root, "agent", sync=False) as cx:
             model = SignalOps(seed_store(cx, 90, seed, tied=tied))
@@ -190,7 +193,7 @@ def test_a_changed_row_waits_for_unread_rows_that_tie_with_a_smaller_id(tmp_path
             index = cx._column_index()
             with cx._env.read() as txn:
                 index.refresh(txn)
-                order = index._bound_order(now)
+                order = index.orders._bound_order(now)
                 assert order.changed_rows.tolist() == [index.row_of[last.id]]
                 plan, _ = index.plan(plan_of)
                 walk = index.walk_salience(plan, now, budget=10**9, first=12, scores={})
@@ -211,7 +214,7 @@ def test_bounds_a_day_old_are_taken_again(tmp_path: Path) -> None:
                                    (now + DAY + 1, now + DAY + 1)):
                 result = cx.find(where, limit=5, now=instant)
                 assert [hit.uri.id for hit in result] == brute_force(cx, where, instant)[:5]
-                assert index._order is not None and index._order.since == since
+                assert index.orders._order is not None and index.orders._order.since == since
 
 
 @pytest.fixture(scope="module")
@@ -267,11 +270,11 @@ def test_find_with_walks_equals_brute_force(
         patch.setattr(columns, "_WALK_MIN", 0)
         patch.setattr(columns, "_WALK_FIRST", 4)
         if forced:
-            def always(self: ColumnIndex, plan: Any, *_: Any) -> int | None:
+            def always(self: Orders, plan: Any, *_: Any) -> int | None:
                 return None if self._walk_shape(plan) is None else 30
 
-            patch.setattr(ColumnIndex, "walk_budget", always)
-            patch.setattr(ColumnIndex, "walk_key_budget", always)
+            patch.setattr(Orders, "walk_budget", always)
+            patch.setattr(Orders, "walk_key_budget", always)
         result = walked_store.find(where, limit=limit, order_by=order_by, now=now)
     expected = brute_force(walked_store, where, now, order_by)
     assert [hit.uri.id for hit in result] == expected[:limit]
@@ -295,18 +298,18 @@ def test_a_long_posting_list_is_walked_on_a_real_store(tmp_path: Path) -> None:
             budget = index.walk_budget(common, 10, now)
             assert budget is not None
             calls = []
-            passing = index._passing
+            passing = index.filters.passing
 
             def counting(rows: Any, conjuncts: Any) -> Any:
                 calls.append(len(rows))
                 return passing(rows, conjuncts)
 
-            index._passing = counting  # type: ignore[method-assign]
+            index.filters.passing = counting  # type: ignore[method-assign]
             scores: dict[int, int] = {}
             top = list(itertools.islice(
                 index.walk_salience(common, T0 + 70 * DAY, budget=budget, first=10, scores=scores),
                 10))
-            del index._passing
+            del index.filters.passing
             rows = index.select(common)
             assert top == list(itertools.islice(index.ordered(rows, "salience", T0 + 70 * DAY), 10))
             assert sum(calls) < len(rows)

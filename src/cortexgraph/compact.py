@@ -48,12 +48,12 @@ from .core.lifecycle import (
 )
 from .core.signals import CANDIDATE, read_access
 from .core.state import HeadState, VersionState
-from .core.taxonomy import MEMORY_TYPES
 from .core.uri import MemoryURI
 from .errors import CortexError
 from .handle import Handle
+from .index import ColumnIndex
+from .index.table import type_name
 from .reading import memory_terms
-from .store.columns import ColumnIndex
 from .vector.state import content_key
 
 if TYPE_CHECKING:
@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["CompactReport"]
 
 _ACTIVE, _ARCHIVED = 1, 3
-_TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
 _PPM = 1_000_000
 
 
@@ -109,7 +108,7 @@ def _forgetting(
         access_count, last_access = read_access(txn, memory_id)
         facts = LifecycleFacts(
             status="active" if status[row] == _ACTIVE else "archived",
-            type_name=_TYPE_NAME[int(cols["type"][row])],
+            type_name=type_name(int(cols["type"][row])),
             confidence=float(cols["confidence"][row]),
             pinned=bool(cols["pinned"][row]),
             access_count=access_count,

@@ -3,7 +3,7 @@
 The packing (which candidates fit, in which form, the exact text and its digest) is the
 pure :func:`cortexgraph.core.context.pack_context`; this module only decides *which*
 memories are candidates, in which layer and in which order, reading the committed state
-through the column index (``store.columns``) and LMDB. The rules, in full, are in
+through the column index (``cortexgraph.index``) and LMDB. The rules, in full, are in
 ``docs/context.md``; in short, for a budget of up to 2,000 tokens (the caps scale with
 the budget, see :func:`caps_for`):
 
@@ -57,7 +57,7 @@ from .reading import row_record
 from .recall import RecallResult, run_recall
 
 if TYPE_CHECKING:
-    from .store.columns import ColumnIndex, Rows
+    from .index import ColumnIndex, Rows
     from .store.txn import ReadTxn
 
 __all__ = ["AGENT_TYPES", "BASE_CAPS", "ContextBundle", "caps_for", "run_context"]

@@ -36,6 +36,7 @@ from .embedding import sync_vectors as _sync_vectors
 from .errors import CorruptionError, CortexError, NotFoundError, StorageError, ValidationError
 from .find import FindResult, run_find
 from .handle import Handle, open_handle
+from .index import ColumnIndex
 from .reading import (
     HeadCache,
     MemoryRef,
@@ -50,7 +51,6 @@ from .recall import RecallResult, run_recall
 from .records import Attestation, Edge, Neighbor, Stats, Traversal
 from .replay import rebuild
 from .scope import export_scope
-from .store.columns import ColumnIndex
 from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES
 from .store.txn import WriteTxn
 from .vector.state import VectorState

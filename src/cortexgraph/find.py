@@ -1,7 +1,7 @@
 """``Cortex.find``: bounded typed queries over the column index, rendered in forms.
 
 The steps: check the bounds and the order (``core.query`` guards), plan the predicate
-against the posting-list sizes of the column index (``store.columns``), select the
+against the posting-list sizes of the column index (``cortexgraph.index``), select the
 matching rows, walk them in the requested order (exactly, ties by id), read each hit's
 head version from LMDB, render it in the requested form, and stop at ``limit`` or when the
 next rendered hit would not fit in ``budget_tokens``. With ``late_binding=True`` the

@@ -22,8 +22,8 @@ from .core.keys import ID_SIZE, seq_from_key, seq_key
 from .core.uri import MemoryURI
 from .embed import Embedder, HashEmbedder, embedder_for
 from .errors import CorruptionError, NotFoundError, URIError, ValidationError
+from .index import ColumnIndex
 from .reading import BareId, MemoryRef
-from .store.columns import ColumnIndex
 from .store.env import Environment
 from .store.txn import ReadTxn, WriteTxn
 from .vector.state import VectorState

@@ -21,8 +21,8 @@ from .core.postings import posting_prefix, read_forward
 from .core.state import HeadState, Record, VersionState
 from .core.uri import MemoryURI
 from .errors import CorruptionError, CortexError, NotFoundError
+from .index import ColumnIndex
 from .records import Edge, Neighbor, Traversal
-from .store.columns import ColumnIndex
 from .store.txn import ReadTxn
 
 __all__ = [

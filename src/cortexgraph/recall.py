@@ -1,7 +1,7 @@
 """``Cortex.recall``: keyword (BM25), vector (HNSW) and hybrid recall.
 
 Keyword: BM25 over the ``postings`` table, served from the column index's per-term arrays
-(``store.columns``). Vector: the embedder embeds :func:`core.fusion.embed_text` of each
+(``cortexgraph.index``). Vector: the embedder embeds :func:`core.fusion.embed_text` of each
 active memory; vectors are cached in the ``emb`` table by (embedder name, content hash)
 and indexed by a persisted hnswlib index (``vector.index``) that catches up with the
 journal from its watermark before each query. Writers fill the cache (after each batch
@@ -44,7 +44,7 @@ from .handle import Handle
 from .reading import BareId, read_head, read_record, row_record
 
 if TYPE_CHECKING:
-    from .store.columns import ColumnIndex, Rows
+    from .index import ColumnIndex, Rows
     from .store.txn import ReadTxn
 
 __all__ = ["RecallHit", "RecallResult"]

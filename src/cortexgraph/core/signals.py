@@ -25,7 +25,7 @@ Layout (``id`` is the 16-byte memory id; integers big-endian)::
 ``flags`` bit 0 is ``pinned``; ``at`` is when the head version was written; ``updated_at``
 when an entry last changed the memory (its status included); tags are in the memory's
 (sorted) order. The row duplicates what ``heads`` and the head version hold,
-so that the in-memory query index (``store.columns``) loads from one scan of small rows
+so that the in-memory query index (``cortexgraph.index``) loads from one scan of small rows
 instead of decoding every body.
 
 Invariants:

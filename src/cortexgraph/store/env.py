@@ -79,7 +79,6 @@ __all__ = [
     "MAX_MAP_SIZE",
     "TABLES",
     "Environment",
-    "ReadTxn",  # defined in store.txn; still imported from here by store.columns
     "WriteTxn",
 ]
 

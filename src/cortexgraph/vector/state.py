@@ -25,7 +25,7 @@ from ..core.state import HeadState, VersionState
 from ..embed import Embedder
 from ..embed.base import embed_checked
 from ..errors import CorruptionError, CortexError
-from ..store.columns import ColumnIndex, Rows
+from ..index import ColumnIndex, Rows
 from ..store.env import Environment
 from ..store.txn import ReadTxn
 
