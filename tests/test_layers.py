@@ -166,19 +166,6 @@ def _defined_private_names(tree: ast.Module) -> set[str]:
 #: namedtuple's public API, whose names start with an underscore
 _NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make"})
 
-#: private helpers of ``core/taxonomy.py`` and ``core/codec.py`` still imported by their
-#: neighbours in ``core``; they go when the body encoding is split from the record types
-#: (``core/taxonomy.py`` is being reorganised separately, so its names are left as they are)
-KNOWN_CORE_IMPORTS = frozenset(
-    {
-        "lifecycle.py imports _int",
-        "query.py imports _normalise_tag",
-        "query.py imports _tags",
-        "taxonomy.py imports _encode_float",
-    }
-)
-
-
 def privacy_problems(path: Path, known: set[str]) -> list[str]:
     """Private names of other modules that the module at ``path`` uses."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -215,13 +202,7 @@ def test_no_module_uses_another_modules_private_names() -> None:
     the module does not define itself."""
     files = modules(PACKAGE, "cortexgraph")
     problems = [p for path in files.values() for p in privacy_problems(path, set(files))]
-    assert [p for p in problems if _unlined(p) not in KNOWN_CORE_IMPORTS] == []
-
-
-def _unlined(problem: str) -> str:
-    """A problem without its line number (``"a.py:12 imports _x"`` -> ``"a.py imports _x"``)."""
-    where, _, what = problem.partition(" ")
-    return f"{where.partition(':')[0]} {what}"
+    assert problems == []
 
 
 def _plant(root: Path, files: dict[str, str]) -> Path:

@@ -70,8 +70,8 @@ from .salience import (
     HALF_LIFE_DAYS,
     HUB_CENTRALITY,
     PPM,
-    _int,
     centrality,
+    check_int,
     effective_confidence_ppm,
     factor_ppm,
     half_life_ms,
@@ -157,7 +157,7 @@ _Validator = Callable[[Any, "attrs.Attribute[Any]", Any], None]
 
 def _check_int(lo: int = 0) -> _Validator:
     def check(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        _int(value, attribute.name, lo=lo)
+        check_int(value, attribute.name, lo=lo)
 
     return check
 
@@ -260,7 +260,7 @@ def effective_confidence(facts: LifecycleFacts, now: int) -> int:
     Raises:
         ValidationError: ``now`` is not an integer >= 0.
     """
-    _int(now, "now")
+    check_int(now, "now")
     life = half_life_ms(
         facts.type_name,
         pinned=facts.pinned,
@@ -292,7 +292,7 @@ def next_status(facts: LifecycleFacts, now: int) -> str | None:
     Raises:
         ValidationError: ``now`` is not an integer >= 0.
     """
-    _int(now, "now")
+    check_int(now, "now")
     if facts.status == "active":
         if facts.is_exempt:
             return None
@@ -326,7 +326,7 @@ def restores_on_access(status: str) -> bool:
 
 
 def _similarity(value: object) -> int:
-    return _int(value, "similarity_ppm", hi=PPM)
+    return check_int(value, "similarity_ppm", hi=PPM)
 
 
 @attrs.frozen

@@ -48,6 +48,7 @@ from .taxonomy import WEIGHT_COUNT, WEIGHT_TOTAL
 
 __all__ = [
     "ALPHA",
+    "check_int",
     "DAY_MS",
     "DEFAULT_WEIGHTS",
     "FACTOR_NAMES",
@@ -116,7 +117,9 @@ _SCALE_FACTOR = 2  # the half-life multiplier for hubs, applied at most once
 # Validation helpers: every failure is a ValidationError naming the field.
 
 
-def _int(value: object, field: str, *, lo: int = 0, hi: int | None = None) -> int:
+def check_int(value: object, field: str, *, lo: int = 0, hi: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``lo..hi``, else a ValidationError naming
+    ``field``."""
     if type(value) is not int:
         raise ValidationError(f"must be an integer, not {type(value).__name__}", field=field)
     if value < lo or (hi is not None and value > hi):
@@ -182,8 +185,8 @@ def centrality(in_degree: int, max_in_degree: int) -> float:
     Raises:
         ValidationError: a negative count, or ``in_degree`` above ``max_in_degree``.
     """
-    _int(in_degree, "in_degree")
-    _int(max_in_degree, "max_in_degree")
+    check_int(in_degree, "in_degree")
+    check_int(max_in_degree, "max_in_degree")
     if in_degree > max_in_degree:
         raise ValidationError(
             f"must not exceed max_in_degree ({max_in_degree}), not {in_degree}", field="in_degree"
@@ -205,8 +208,8 @@ def frequency(access_count: int, max_access: int) -> float:
     Raises:
         ValidationError: a negative count, or ``access_count`` above ``max_access``.
     """
-    _int(access_count, "access_count")
-    _int(max_access, "max_access")
+    check_int(access_count, "access_count")
+    check_int(max_access, "max_access")
     if access_count > max_access:
         raise ValidationError(
             f"must not exceed max_access ({max_access}), not {access_count}", field="access_count"
@@ -251,7 +254,7 @@ def half_life_ms(
         )
     if type(pinned) is not bool:
         raise ValidationError(f"must be True or False, not {pinned!r}", field="pinned")
-    _int(access_count, "access_count")
+    check_int(access_count, "access_count")
     unit_centrality = _unit(centrality, "centrality")
     days = HALF_LIFE_DAYS[type_name]
     if pinned or days is None:
@@ -279,7 +282,7 @@ def recency(age_ms: int, half_life_ms: int | None) -> float:
         raise ValidationError(f"must be an integer, not {type(age_ms).__name__}", field="age_ms")
     if half_life_ms is None:
         return 1.0
-    _int(half_life_ms, "half_life_ms", lo=1)
+    check_int(half_life_ms, "half_life_ms", lo=1)
     if age_ms <= 0:
         return 1.0
     result: float = 0.5 ** (age_ms / half_life_ms)
@@ -349,7 +352,7 @@ def salience_factors(
         ValidationError: an unknown type or an argument out of range, naming it.
     """
     unit_confidence = _unit(confidence, "confidence")
-    _int(priority, "priority", lo=1, hi=10)
+    check_int(priority, "priority", lo=1, hi=10)
     unit_centrality = centrality(in_degree, max_in_degree)
     life = half_life_ms(
         type_name, pinned=pinned, access_count=access_count, centrality=unit_centrality
@@ -440,7 +443,7 @@ def effective_confidence_ppm(confidence: float, recency_ppm: int) -> int:
         ValidationError: ``confidence`` outside 0..1 or ``recency_ppm`` outside 0..1e6.
     """
     confidence_ppm = round_ppm(_unit(confidence, "confidence"))
-    _int(recency_ppm, "recency_ppm", hi=PPM)
+    check_int(recency_ppm, "recency_ppm", hi=PPM)
     return confidence_ppm * recency_ppm // PPM
 
 
