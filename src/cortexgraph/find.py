@@ -11,9 +11,6 @@ feeds the frequency factor of salience; the default read journals nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import overload
-
 import attrs
 import numpy as np
 
@@ -25,6 +22,7 @@ from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
 from .handle import Handle
 from .reading import row_memo
+from .records import HitSequence
 
 __all__ = ["FindResult", "Hit"]
 
@@ -49,7 +47,7 @@ class Hit:
 
 
 @attrs.frozen
-class FindResult(Sequence[Hit]):
+class FindResult(HitSequence[Hit]):
     """The hits of one :meth:`Cortex.find` call, in order, and how they were found.
 
     Attributes:
@@ -65,24 +63,6 @@ class FindResult(Sequence[Hit]):
     matched: int
     plan: str
     seq: int
-
-    @overload
-    def __getitem__(self, index: int) -> Hit: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Hit]: ...
-    def __getitem__(self, index: int | slice) -> Hit | Sequence[Hit]:
-        return self.hits[index]
-
-    def __len__(self) -> int:
-        return len(self.hits)
-
-    def __iter__(self) -> Iterator[Hit]:
-        return iter(self.hits)
-
-    @property
-    def uris(self) -> list[MemoryURI]:
-        """The hits' URIs, in order."""
-        return [hit.uri for hit in self.hits]
 
 
 _SET_URI, _SET_RECORD, _SET_TEXT, _SET_TOKENS, _SET_SCORE = slot_setters(Hit)

@@ -15,8 +15,8 @@ salience breaking ties.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
@@ -42,6 +42,7 @@ from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError
 from .handle import Handle
 from .reading import BareId, read_head, read_record, row_record
+from .records import HitSequence
 
 if TYPE_CHECKING:
     from .index import ColumnIndex, Rows
@@ -130,29 +131,12 @@ def _hit(
 
 
 @attrs.frozen
-class RecallResult(Sequence[RecallHit]):
+class RecallResult(HitSequence[RecallHit]):
     """The hits of one :meth:`Cortex.recall` call, best first."""
 
     hits: tuple[RecallHit, ...]
     mode: str
     seq: int
-
-    @overload
-    def __getitem__(self, index: int) -> RecallHit: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[RecallHit]: ...
-    def __getitem__(self, index: int | slice) -> RecallHit | Sequence[RecallHit]:
-        return self.hits[index]
-
-    def __len__(self) -> int:
-        return len(self.hits)
-
-    def __iter__(self) -> Iterator[RecallHit]:
-        return iter(self.hits)
-
-    @property
-    def uris(self) -> list[MemoryURI]:
-        return [hit.uri for hit in self.hits]
 
 
 # ---------------------------------------------------------------------------

@@ -3,13 +3,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Protocol, TypeVar, overload
 
 import attrs
 
+from .core.scope import ScopeEdge
 from .core.uri import MemoryURI
 
-__all__ = ["Attestation", "Edge", "Neighbor", "Stats", "Traversal"]
+__all__ = ["Attestation", "Edge", "HitSequence", "Neighbor", "Stats", "Traversal"]
+
+
+class _Addressed(Protocol):
+    @property
+    def uri(self) -> MemoryURI: ...
+
+
+_H = TypeVar("_H", bound=_Addressed, covariant=True)
+
+
+class HitSequence(Sequence[_H]):
+    """What a result of hits (``find``'s, ``recall``'s) is as a sequence: its ``hits``,
+    best first, indexed, counted and iterated as they are, and their URIs."""
+
+    __slots__ = ()
+    hits: tuple[_H, ...]
+
+    @overload
+    def __getitem__(self, index: int) -> _H: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[_H]: ...
+    def __getitem__(self, index: int | slice) -> _H | Sequence[_H]:
+        return self.hits[index]
+
+    def __len__(self) -> int:
+        return len(self.hits)
+
+    def __iter__(self) -> Iterator[_H]:
+        return iter(self.hits)
+
+    @property
+    def uris(self) -> list[MemoryURI]:
+        """The hits' URIs, in order."""
+        return [hit.uri for hit in self.hits]
 
 
 @attrs.frozen
@@ -41,8 +77,8 @@ class Attestation:
 
 
 @attrs.frozen
-class Edge:
-    """An edge as stored: ``src --relation--> dst``.
+class Edge(ScopeEdge):
+    """An edge as stored: ``src --relation--> dst``, and when it was last set.
 
     Attributes:
         src, dst: the two memories (head URIs).
@@ -51,14 +87,11 @@ class Edge:
         status: ``"active"`` or ``"suggested"`` (suggested edges are not traversed).
         origin: who asserted it: ``"human"``, ``"llm"`` or ``"system"``.
         at: when it was last added or changed (ms); seq: the journal entry that did.
+
+    The first six fields are a :class:`~cortexgraph.core.scope.ScopeEdge`'s, which is
+    what a verified scope knows of an edge.
     """
 
-    src: MemoryURI
-    dst: MemoryURI
-    relation: str
-    strength: float
-    status: str
-    origin: str
     at: int
     seq: int
 
