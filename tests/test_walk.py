@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph import Q
-from cortexgraph.core.query import Predicate
+from cortexgraph.core.predicates import Predicate
 from cortexgraph.store import columns
 from cortexgraph.store.columns import KEY_ORDERS, ColumnIndex, _member
 from signal_ops import SignalOps

@@ -23,7 +23,7 @@ from .. import (
     verify,
     verify_scope,
 )
-from ..core.query import Predicate
+from ..core.predicates import Predicate
 from ..cortex import sync_vectors
 from .output import Output, ProgressBar, entry_json, fail, jsonable, print_record, record_json
 

@@ -35,7 +35,8 @@ from ..core.codec import decode_unchecked
 from ..core.journal import head_ids
 from ..core.keys import seq_key
 from ..core.postings import FORWARD, posting_prefix, read_forward, read_stats
-from ..core.query import DNF, Atom, Conjunct, ConjunctPlan, Plan, Predicate, plan
+from ..core.predicates import Atom, Predicate
+from ..core.query import DNF, Conjunct, ConjunctPlan, Plan, plan
 from ..core.salience import (
     HALF_LIFE_DAYS,
     HUB_ACCESS_COUNT,
