@@ -46,7 +46,7 @@ from .commands import (
 )
 from .output import Output, fail
 
-__all__ = ["build_parser", "main"]
+__all__ = ["main"]
 
 
 def _default_root() -> str:
