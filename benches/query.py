@@ -563,7 +563,7 @@ def measure_attest(cx: cg.Cortex, work: Workload) -> tuple[list[float], list[flo
 #: cumulative times; what none of them covers is reported as the rest
 PHASES: tuple[tuple[str, tuple[tuple[str, str, str | None], ...]], ...] = (
     ("checks, plan and count (kept per plan and seq)", (
-        ("core/query.py", "check_predicate", None), ("core/query.py", "check_bounded", None),
+        ("core/predicates.py", "check_predicate", None), ("core/query.py", "check_bounded", None),
         ("core/query.py", "check_order", None), ("index/columns.py", "plan", None),
         ("index/order.py", "walk_budget", None), ("index/columns.py", "count", None))),
     ("refresh (catch-up check)", (("index/columns.py", "refresh", None),)),

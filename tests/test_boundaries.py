@@ -12,7 +12,7 @@ import cortexgraph as cg
 from cortexgraph.core.body import encode_body
 from cortexgraph.core.context import pack_context
 from cortexgraph.core.lifecycle import LifecycleFacts
-from cortexgraph.core.query import Or
+from cortexgraph.core.predicates import Or
 from cortexgraph.core.taxonomy import MAX_TAGS, MAX_TEXT_BYTES
 
 T0 = 1_700_000_000_000

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph.core.forms import estimate_tokens, render
-from cortexgraph.core.query import MemoryAttrs, Predicate, Q, check_not_too_broad, matches, to_dnf
+from cortexgraph.core.predicates import MemoryAttrs, Predicate, Q, matches
+from cortexgraph.core.query import check_not_too_broad, to_dnf
 from cortexgraph.core.salience import cold_score, salience_factors
 from cortexgraph.errors import TooBroadQueryError
 

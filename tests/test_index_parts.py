@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import cortexgraph as cg
-from cortexgraph.core.query import Q
+from cortexgraph.core.predicates import Q
 from cortexgraph.index import ColumnIndex
 from cortexgraph.index.table import Table
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import cortexgraph as cg
-from cortexgraph.core.query import Q
+from cortexgraph.core.predicates import Q
 from cortexgraph.index import ColumnIndex
 
 T0 = 1_700_000_000_000

@@ -1,5 +1,6 @@
-"""The query language (core/query.py): predicates, the status default, the normal form,
-the guards and the planner, held against brute force and a naive executor."""
+"""The query language (core/predicates.py, core/query.py): predicates, the status default,
+the normal form, the guards and the planner, held against brute force and a naive
+executor."""
 
 from __future__ import annotations
 
@@ -13,23 +14,25 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortexgraph.core.query import (
-    MAX_CONJUNCTS,
-    ORDERS,
+from cortexgraph.core.predicates import (
     QUERY_STATUSES,
     And,
     Atom,
     MemoryAttrs,
     Not,
     Or,
-    Plan,
     Predicate,
     Q,
+    check_predicate,
+    matches,
+)
+from cortexgraph.core.query import (
+    MAX_CONJUNCTS,
+    ORDERS,
+    Plan,
     check_bounded,
     check_not_too_broad,
     check_order,
-    check_predicate,
-    matches,
     plan,
     to_dnf,
 )

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph import Q
-from cortexgraph.core.query import Predicate
+from cortexgraph.core.predicates import Predicate
 from cortexgraph.index import KEY_ORDERS, ColumnIndex
 from cortexgraph.index import filter as masks
 from cortexgraph.index import order as columns

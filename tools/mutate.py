@@ -64,6 +64,7 @@ TARGETS: dict[str, list[str]] = {
     "core/state.py": ["tests/test_roundtrip.py", "tests/test_cortex.py"],
     "core/taxonomy.py": ["tests/test_body_fast.py", "tests/test_bad_inputs.py"],
     "core/body.py": ["tests/test_body_fast.py", "tests/test_roundtrip.py"],
+    "core/predicates.py": ["tests/test_query.py", "tests/test_find.py"],
     "core/query.py": ["tests/test_query.py", "tests/test_find.py"],
     "core/forms.py": ["tests/test_forms.py"],
     "core/text.py": ["tests/test_text.py", "tests/test_recall.py"],

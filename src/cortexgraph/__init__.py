@@ -17,7 +17,7 @@ from .core.commitments import MemoryProof, SnapshotManifest
 from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
 from .core.graph import RELATIONS
 from .core.journal import Entry
-from .core.query import Q
+from .core.predicates import Q
 from .core.salience import DEFAULT_WEIGHTS, FACTOR_NAMES
 from .core.state import Record
 from .core.taxonomy import (

@@ -26,7 +26,7 @@ from .core.graph import check_traversal
 from .core.hashing import hash_function
 from .core.journal import Entry, decode_entry
 from .core.keys import seq_key
-from .core.query import Predicate
+from .core.predicates import Predicate
 from .core.signals import max_in_degree, read_in_degree, read_weights
 from .core.state import Record
 from .core.uri import MemoryURI, check_name

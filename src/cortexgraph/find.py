@@ -16,7 +16,8 @@ import numpy as np
 
 from .batch import record_access
 from .core.forms import FORMS, TokenEstimator, estimate_tokens
-from .core.query import Predicate, check_bounded, check_order, check_predicate
+from .core.predicates import Predicate, check_predicate
+from .core.query import check_bounded, check_order
 from .core.state import Record, slot_setters
 from .core.uri import MemoryURI
 from .errors import CortexError, ValidationError

@@ -34,7 +34,8 @@ from .core.fusion import (
     fuse_scores,
 )
 from .core.graph import EdgeState, relation_name
-from .core.query import Predicate, check_predicate, to_dnf
+from .core.predicates import Predicate, check_predicate
+from .core.query import to_dnf
 from .core.state import HeadState, Record, slot_setters
 from .core.taxonomy import check_utf8
 from .core.text import term_counts

@@ -25,13 +25,8 @@ from .core.graph import OUT
 from .core.keys import seq_key, version_key
 from .core.mmr import mmr_inclusion_proof
 from .core.postings import index_text
-from .core.query import (
-    MemoryAttrs,
-    Predicate,
-    check_not_too_broad,
-    matches,
-    to_dnf,
-)
+from .core.predicates import MemoryAttrs, Predicate, matches
+from .core.query import check_not_too_broad, to_dnf
 from .core.salience import DEFAULT_WEIGHTS, cold_score, salience_factors
 from .core.scope import VerifiedScope, encode_scope, verify_scope_bytes
 from .core.smt import smt_key

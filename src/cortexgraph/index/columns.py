@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..core.query import DNF, Plan, Predicate
+from ..core.predicates import Predicate
+from ..core.query import DNF, Plan
 from ..core.text import Bm25Params
 from ..store.txn import ReadTxn
 from .filter import Filter

@@ -22,7 +22,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..core.query import DNF, Atom, Conjunct, ConjunctPlan, Plan, Predicate, plan
+from ..core.predicates import Atom, Predicate
+from ..core.query import DNF, Conjunct, ConjunctPlan, Plan, plan
 from .table import ACTIVE, STATUS_CODE, TYPE_CODE, Change, PostingKey, Rows, Table
 
 __all__ = ["ATOM_COLUMN", "RANGE_KINDS", "Filter", "holds", "literals", "member"]

@@ -34,7 +34,8 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from ..core.query import Atom, Conjunct, Plan
+from ..core.predicates import Atom
+from ..core.query import Conjunct, Plan
 from .filter import ATOM_COLUMN, BITMAPS, RANGE_KINDS, Filter, holds, literals
 from .ppm import ppm_one
 from .score import Scores

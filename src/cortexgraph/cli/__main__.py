@@ -1,0 +1,7 @@
+"""``python -m cortexgraph.cli``: the ``cortexgraph`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
