@@ -27,7 +27,7 @@ from cortexgraph.core.commitments import (
 )
 from cortexgraph.core.mmr import mmr_append, mmr_leaf_hash
 from cortexgraph.core.smt import smt_key
-from cortexgraph.core.smt_store import smt_store_apply
+from cortexgraph.core.smt_apply import smt_store_apply
 from cortexgraph.core.state import HeadState, VersionState
 from cortexgraph.errors import CorruptionError
 from cortexgraph.merkle import overall_root

@@ -1,4 +1,4 @@
-"""The chunked SMT table (cortexgraph.core.smt_store) against core.merkle.
+"""The chunked SMT table (cortexgraph.core.smt_store, smt_apply) against core.merkle.
 
 The table is a dict here; ``store/`` keeps the same rows in LMDB. Every comparison is
 with ``core.merkle.SparseMerkleTree`` (itself checked against a full-depth reference in
@@ -20,11 +20,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cortexgraph.core import hashing
+from cortexgraph.core import smt_apply as smt_apply_module
 from cortexgraph.core import smt_store as smt_store_module
 from cortexgraph.core.smt import SparseMerkleTree, verify_smt
+from cortexgraph.core.smt_apply import smt_store_apply
 from cortexgraph.core.smt_store import (
     SMT_STORE_META_KEY,
-    smt_store_apply,
     smt_store_check,
     smt_store_count,
     smt_store_get,
@@ -334,7 +335,8 @@ def test_each_row_is_read_once_and_get_returns_any_buffer() -> None:
 
 
 class Counting:
-    """Counts get calls, hash calls (by wrapping the hash function smt_store resolves)."""
+    """Counts get calls, hash calls (by wrapping the hash function that the bulk update and
+    the reads resolve)."""
 
     def __init__(self, table: Table, monkeypatch: pytest.MonkeyPatch) -> None:
         self.table = table
@@ -351,6 +353,7 @@ class Counting:
 
             return counted
 
+        monkeypatch.setattr(smt_apply_module, "hash_function", counting)
         monkeypatch.setattr(smt_store_module, "hash_function", counting)
 
     def get(self, row: bytes) -> bytes | None:

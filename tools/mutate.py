@@ -54,6 +54,7 @@ TARGETS: dict[str, list[str]] = {
     "core/hashing.py": ["tests/test_merkle.py"],
     "core/merkle.py": ["tests/test_merkle.py", "tests/test_merkle_smt.py"],
     "core/smt_store.py": ["tests/test_smt_store.py"],
+    "core/smt_apply.py": ["tests/test_smt_store.py", "tests/test_commitments.py"],
     "core/commitments.py": ["tests/test_commitments.py", "tests/test_replay.py"],
     "core/journal.py": [
         "tests/test_replay.py",

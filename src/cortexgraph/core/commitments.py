@@ -46,7 +46,8 @@ from .journal import memory_id as make_memory_id
 from .merkle import overall_root
 from .mmr import mmr_inclusion_proof, mmr_leaf_hash, mmr_root, verify_inclusion
 from .smt import EMPTY_SMT_ROOT, smt_key, verify_smt
-from .smt_store import smt_store_apply, smt_store_prove, smt_store_root
+from .smt_apply import smt_store_apply
+from .smt_store import smt_store_prove, smt_store_root
 from .state import HeadState, VersionState
 from .uri import MemoryURI
 
