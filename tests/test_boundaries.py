@@ -10,8 +10,8 @@ import pytest
 
 import cortexgraph as cg
 from cortexgraph.core.body import encode_body
-from cortexgraph.core.context import pack_context
 from cortexgraph.core.lifecycle import LifecycleFacts
+from cortexgraph.core.packing import pack_context
 from cortexgraph.core.predicates import Or
 from cortexgraph.core.taxonomy import MAX_TAGS, MAX_TEXT_BYTES
 

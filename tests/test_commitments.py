@@ -445,7 +445,7 @@ def test_sha256_stores_prove_too_and_commit_differently(tmp_path: Path) -> None:
 @pytest.mark.parametrize("hash_name", ["blake3", "sha256"])
 def test_mmr_mutations_write_what_mmr_append_computes(hash_name: str) -> None:
     """``mmr_mutations`` (written out flat for the write path) gives exactly the nodes
-    ``core.merkle.mmr_append`` gives, in the same order, for 70 appends; a missing or
+    ``core.roots.mmr_append`` gives, in the same order, for 70 appends; a missing or
     malformed left sibling is ``CorruptionError``."""
     table: dict[bytes, bytes] = {}
 

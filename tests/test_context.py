@@ -1,4 +1,4 @@
-"""Context packing (``cortexgraph.core.context``): layers, budgets, redistribution, bytes.
+"""Context packing (``cortexgraph.core.packing``): layers, budgets, redistribution, bytes.
 
 Golden files pin the exact text: ``fixtures/context/budget-<N>.txt`` holds the packed
 context of the fixed items of ``tests/scripts/context_script.py`` at budget N, followed by
@@ -29,15 +29,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cortexgraph.core.context import (
+from cortexgraph.core.forms import FORMS, estimate_tokens, render
+from cortexgraph.core.hashing import hash_function
+from cortexgraph.core.packing import (
     LAYERS,
     ContextItem,
     PackedContext,
     pack_context,
     share_out,
 )
-from cortexgraph.core.forms import FORMS, estimate_tokens, render
-from cortexgraph.core.hashing import hash_function
 from cortexgraph.core.state import Record
 from cortexgraph.core.taxonomy import Constraint, Fact, Goal, Memory
 from cortexgraph.core.uri import MemoryURI

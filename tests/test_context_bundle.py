@@ -31,8 +31,8 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph.context import ContextBundle, caps_for, run_context
-from cortexgraph.core.context import LAYERS, SECTION_HEADERS
 from cortexgraph.core.forms import estimate_tokens, render
+from cortexgraph.core.packing import LAYERS, SECTION_HEADERS
 from cortexgraph.errors import CortexError, ValidationError
 from golden import check_golden
 from strategies import memories

@@ -60,8 +60,9 @@ import pytest
 
 import cortexgraph as cg
 from cortexgraph.core.body import memory_from_body, memory_to_body
+from cortexgraph.cortex import sync_vectors
 from cortexgraph.embed import HashEmbedder
-from cortexgraph.vector.index import VectorIndex
+from cortexgraph.vector.hnsw import VectorIndex
 
 WRITER_PATH = Path(__file__).parent / "scripts" / "crash_writer.py"
 WAIT_LIMIT_S = 60.0  # only reached if the writer hangs; the test then fails
@@ -444,15 +445,21 @@ def derived(digests: dict[str, str]) -> dict[str, str]:
     return {name: digest for name, digest in digests.items() if name != "emb"}
 
 
-def vector_results(root: Path) -> list[list[float]]:
-    """The similarities of the 8 nearest memories of a few queries. Compared as scores, not
-    URIs: memories with the same text tie, and an index caught up across saves and kills
-    inserted them in another order than a fresh one, so tied memories may swap."""
+def vector_results(root: Path) -> tuple[list[str], list[list[float]]]:
+    """What the store's vector index holds: the ids it indexes, and the similarities of the
+    8 nearest memories of a few queries by brute-force cosine over its own vectors. An index
+    caught up across saves and kills must hold what a fresh one holds. (hnswlib's
+    approximate search is not asked, since its answers depend on insertion order; ids are
+    not compared per query, since memories of the same text tie.)"""
     with cg.open(root, ACTOR, create=False, sync=False) as cx:
-        return [
-            [round(hit.score, 5) for hit in cx.recall(f"batch {n} op 0", k=8, mode="vector")]
+        sync_vectors(cx)
+        index, embedder = cx._vector_state().index, cx.embedder
+        nearest = [
+            [round(similarity, 5) for _, similarity in
+             index.exact_search(embedder.embed([f"batch {n} op 0"])[0], 8)]
             for n in range(1, 60, 7)
         ]
+        return sorted(memory_id.hex() for memory_id in index.ids()), nearest
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ import cortexgraph as cg
 from cortexgraph.cli import main
 from cortexgraph.cortex import sync_vectors
 from cortexgraph.embed import HashEmbedder
-from cortexgraph.vector.index import VectorIndex
+from cortexgraph.vector.hnsw import VectorIndex
 from cortexgraph.vector.state import SAVE_EVERY
 
 ROOT = Path(__file__).resolve().parents[1]

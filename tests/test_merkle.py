@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import cortexgraph.merkle as public
-from cortexgraph.core import merkle, mmr, smt
+from cortexgraph.core import mmr, smt
+from cortexgraph.core import roots as merkle
 from cortexgraph.errors import CorruptionError, ValidationError
 from cortexgraph.merkle import (
     MMR,
@@ -650,7 +651,7 @@ def test_smt_key_layout_and_length_prefix() -> None:
 
 
 def test_public_module_reexports_core() -> None:
-    """cortexgraph.merkle exports the public names of core.mmr and core.smt, core.merkle's
+    """cortexgraph.merkle exports the public names of core.mmr and core.smt, core.roots's
     overall_root and the memory-proof API of core.commitments, sorted, as the same objects."""
     from cortexgraph.core import commitments
 

@@ -22,7 +22,7 @@ from cortexgraph.core.fusion import RECALL_BM25, embed_text, expand, fuse, fuse_
 from cortexgraph.core.postings import index_text, read_forward
 from cortexgraph.core.text import bm25_scores, term_counts
 from cortexgraph.embed import HashEmbedder
-from cortexgraph.vector.index import VectorIndex
+from cortexgraph.vector.hnsw import VectorIndex
 
 T0 = 1_700_000_000_000
 WORDS = ["deploy", "pipeline", "window", "lunch", "python", "rust", "cache", "index", "merge",

@@ -23,7 +23,7 @@ import lmdb
 import pytest
 
 import cortexgraph as cg
-from cortexgraph.vector.index import VectorIndex
+from cortexgraph.vector.hnsw import VectorIndex
 
 TINY = 1 << 16
 T0 = 1_700_000_000_000

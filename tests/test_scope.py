@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph import Q
-from cortexgraph.core import scope as core_scope
+from cortexgraph.core import bundle as core_scope
 from cortexgraph.core.codec import decode, decode_unchecked, encode, encode_head
 
 T0 = 1_700_000_000_000

@@ -1,7 +1,7 @@
-"""The chunked SMT table (cortexgraph.core.smt_store, smt_apply) against core.merkle.
+"""The chunked SMT table (cortexgraph.core.smt_store, smt_apply) against core.roots.
 
 The table is a dict here; ``store/`` keeps the same rows in LMDB. Every comparison is
-with ``core.merkle.SparseMerkleTree`` (itself checked against a full-depth reference in
+with ``core.roots.SparseMerkleTree`` (itself checked against a full-depth reference in
 test_merkle_smt.py) fed the same final key/value set: roots (S1), proofs byte for byte
 (S3), and the table against the one a single call builds from scratch (S2, J4).
 """
@@ -140,7 +140,7 @@ FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCh
 def test_batches_agree_with_core_merkle(pool: list[bytes], data: Any, hash_name: str) -> None:
     """S1-S3 and J4: for a random pool of keys (sharing 0..40 or 248..255 leading bits,
     the all-zero and all-ones keys, random ones) and random batches of inserts, overwrites,
-    deletes and deletes of absent keys, after every call the root equals core.merkle's for
+    deletes and deletes of absent keys, after every call the root equals core.roots's for
     the same final set, the table is byte for byte the one a single call builds from an
     empty store, count/get/check are right, and every proof (present keys and absent
     probes) equals SparseMerkleTree.prove and verifies."""
@@ -199,7 +199,7 @@ def test_any_batching_gives_the_same_table(
 
 def test_full_top_chunks_agree_with_core_merkle() -> None:
     """S1/S2 where the top chunks are full (16 CHILD slots: 4,000 keys fill depths 0 and 4):
-    three batches of 400 mixed updates keep the root equal to core.merkle's, updated key
+    three batches of 400 mixed updates keep the root equal to core.roots's, updated key
     by key, and the table equal to a one-call build of the final set."""
     entries = {key_of(i): value_of(i) for i in range(4000)}
     table = table_of("sha256", entries)
@@ -298,7 +298,7 @@ def test_noop_updates_write_nothing() -> None:
 
 def test_depth_252_chunk_and_depth_256_proofs() -> None:
     """Keys differing only in their last bits live in a chunk at depth 252 (row key 0x3f +
-    31.5 bytes of prefix); proofs reach depth 256 and match core.merkle."""
+    31.5 bytes of prefix); proofs reach depth 256 and match core.roots."""
     low = bytes(32)
     entries = {low: value_of(1), flip(low, 255): value_of(2), flip(low, 252): value_of(3)}
     table = table_of("blake3", entries)
@@ -389,7 +389,7 @@ def test_cost_of_a_bulk_update_in_a_100k_tree(
 ) -> None:
     """S4: 1,000 random updates (40% inserts, 40% overwrites, 20% deletes) into a
     100,000-key tree in one call cost about 2 row reads, 2 row writes and 10 hash calls per
-    key (core.merkle's content-addressed nodes: ~17 reads, ~18 writes, ~17 deletes and ~18
+    key (core.roots's content-addressed nodes: ~17 reads, ~18 writes, ~17 deletes and ~18
     hashes per key, one key at a time); the bounds are generous and ``-s`` shows the
     numbers. Every updated key then proves its new value (or absence) against the root."""
     table, keys = big_table

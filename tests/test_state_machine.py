@@ -276,7 +276,7 @@ def _leaf(data: bytes) -> bytes:
 
 def _tree_hash(leaves: list[bytes]) -> bytes:
     """RFC 6962 Merkle Tree Hash over leaf hashes (the split is the largest power of two
-    below the size), written out independently of ``cortexgraph.core.merkle``."""
+    below the size), written out independently of ``cortexgraph.core.roots``."""
     if not leaves:
         return blake3.blake3(b"").digest()
     if len(leaves) == 1:

@@ -1,6 +1,6 @@
 """The persisted HNSW index: persistence, damage, deletions, filters, recall, determinism.
 
-Invariants V1-V4 of ``cortexgraph.vector.files`` and ``cortexgraph.vector.index`` (see
+Invariants V1-V4 of ``cortexgraph.vector.files`` and ``cortexgraph.vector.hnsw`` (see
 ``docs/vector-index.md``).
 """
 
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from cortexgraph.errors import ValidationError
 from cortexgraph.vector import VectorIndex
 from cortexgraph.vector.files import file_stem
-from cortexgraph.vector.index import INITIAL_CAPACITY
+from cortexgraph.vector.hnsw import INITIAL_CAPACITY
 
 DIM = 16
 

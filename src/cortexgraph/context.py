@@ -1,7 +1,7 @@
 """``Cortex.context``: choose and rank the candidates of a context bundle, then pack them.
 
 The packing (which candidates fit, in which form, the exact text and its digest) is the
-pure :func:`cortexgraph.core.context.pack_context`; this module only decides *which*
+pure :func:`cortexgraph.core.packing.pack_context`; this module only decides *which*
 memories are candidates, in which layer and in which order, reading the committed state
 through the column index (``cortexgraph.index``) and LMDB. The rules, in full, are in
 ``docs/context.md``; in short, for a budget of up to 2,000 tokens (the caps scale with
@@ -46,8 +46,8 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from .core.context import ContextItem, pack_context
 from .core.forms import TokenEstimator, estimate_tokens
+from .core.packing import ContextItem, pack_context
 from .core.state import Record
 from .core.taxonomy import MAX_SHORT_TEXT, MEMORY_TYPES, Event, Goal, check_utf8
 from .core.uri import MemoryURI

@@ -99,7 +99,7 @@ def embed_written(h: Handle, ids: Iterable[bytes]) -> None:
     ``RuntimeWarning`` (the memories stay unembedded until a back-fill or a recall embeds
     them), never an error of the write that could make a caller write it twice.
     """
-    from .vector.index import VectorIndex  # here, not above: hnswlib loads on first use
+    from .vector.hnsw import VectorIndex  # here, not above: hnswlib loads on first use
 
     try:
         embedder = h.embedder

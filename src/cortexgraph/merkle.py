@@ -3,7 +3,7 @@ tree, the OverallRoot, and proof verifiers.
 
 Everything here is pure and needs no database, so a sub-agent can check proofs on its own.
 Byte layouts, node numbering and invariants (M1-M8) are documented in
-:mod:`cortexgraph.core.merkle`, :mod:`cortexgraph.core.mmr` and
+:mod:`cortexgraph.core.roots`, :mod:`cortexgraph.core.mmr` and
 :mod:`cortexgraph.core.smt`.
 
 >>> from cortexgraph.merkle import MMR, SmtVerifier, SparseMerkleTree, smt_key, verify_inclusion
@@ -33,7 +33,6 @@ True
 from __future__ import annotations
 
 from .core.commitments import MemoryProof, head_commitment, verify_memory_proof
-from .core.merkle import overall_root
 from .core.mmr import (
     MMR,
     MmrGetNode,
@@ -47,6 +46,7 @@ from .core.mmr import (
     verify_consistency,
     verify_inclusion,
 )
+from .core.roots import overall_root
 from .core.smt import (
     EMPTY_SMT_ROOT,
     SMT_KEY_SIZE,

@@ -3,7 +3,7 @@
 Keyword: BM25 over the ``postings`` table, served from the column index's per-term arrays
 (``cortexgraph.index``). Vector: the embedder embeds :func:`core.fusion.embed_text` of each
 active memory; vectors are cached in the ``emb`` table by (embedder name, content hash)
-and indexed by a persisted hnswlib index (``vector.index``) that catches up with the
+and indexed by a persisted hnswlib index (``vector.hnsw``) that catches up with the
 journal from its watermark before each query. Writers fill the cache (after each batch
 with ``embed_on_write``, or by :func:`backfill_embeddings`), so readers embed only their
 query; every call of an embedder goes through ``embed.base.embed_checked``. Hybrid:

@@ -8,7 +8,7 @@ from typing import Protocol, TypeVar, overload
 
 import attrs
 
-from .core.scope import ScopeEdge
+from .core.bundle import ScopeEdge
 from .core.uri import MemoryURI
 
 __all__ = ["Attestation", "Edge", "HitSequence", "Neighbor", "Stats", "Traversal"]
@@ -88,7 +88,7 @@ class Edge(ScopeEdge):
         origin: who asserted it: ``"human"``, ``"llm"`` or ``"system"``.
         at: when it was last added or changed (ms); seq: the journal entry that did.
 
-    The first six fields are a :class:`~cortexgraph.core.scope.ScopeEdge`'s, which is
+    The first six fields are a :class:`~cortexgraph.core.bundle.ScopeEdge`'s, which is
     what a verified scope knows of an edge.
     """
 

@@ -2,7 +2,7 @@
 :func:`verify_scope` checks one without any database and returns a read-only
 :class:`ScopeView` with ``find``, keyword ``recall`` and ``context`` over the slice.
 
-The bundle format and what verification checks are in ``core/scope.py`` (SC1-SC5).
+The bundle format and what verification checks are in ``core/bundle.py`` (SC1-SC5).
 Inside a scope, ranking uses what the slice proves: confidence, priority, recency, and
 centrality within the slice's own edges; access history and learned weights are not part of
 a bundle, so frequency is 0 and the weights are the defaults.
@@ -17,18 +17,18 @@ from typing import Any
 import attrs
 
 from .context import ContextBundle
+from .core.bundle import VerifiedScope, encode_scope, verify_scope_bytes
 from .core.commitments import edge_smt_key, mmr_getter, roots, smt_getter
-from .core.context import ContextItem, pack_context
 from .core.forms import TokenEstimator, estimate_tokens, render
 from .core.fusion import RECALL_BM25
 from .core.graph import OUT
 from .core.keys import seq_key, version_key
 from .core.mmr import mmr_inclusion_proof
+from .core.packing import ContextItem, pack_context
 from .core.postings import index_text
 from .core.predicates import MemoryAttrs, Predicate, matches
 from .core.query import check_not_too_broad, to_dnf
 from .core.salience import DEFAULT_WEIGHTS, cold_score, salience_factors
-from .core.scope import VerifiedScope, encode_scope, verify_scope_bytes
 from .core.smt import smt_key
 from .core.smt_store import smt_store_prove
 from .core.state import HeadState, Record
@@ -153,7 +153,7 @@ def verify_scope(
 @attrs.frozen
 class ScopeView(VerifiedScope, Sequence[Record]):
     """A verified slice of a store: its records (head versions) and the edges among them
-    (the fields of :class:`~cortexgraph.core.scope.VerifiedScope`).
+    (the fields of :class:`~cortexgraph.core.bundle.VerifiedScope`).
 
     Read-only: ``find``, ``recall`` (keyword) and ``context`` work as on a store, over the
     slice only (see the module doc for how ranking differs).

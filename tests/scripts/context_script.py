@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from cortexgraph.core.context import ContextItem, pack_context
+from cortexgraph.core.packing import ContextItem, pack_context
 from cortexgraph.core.state import Record
 from cortexgraph.core.taxonomy import (
     ArtifactRef,

@@ -3,7 +3,7 @@
 Two Merkle structures are maintained inside every write batch (derived, so J4 applies):
 
 - the MMR over journal entries (``mmr`` table): leaf ``i`` is ``H(0x00 | entry bytes)`` of
-  the entry at seq ``i + 1``; node positions are ``u64be`` keys (``core.merkle`` postorder);
+  the entry at seq ``i + 1``; node positions are ``u64be`` keys (``core.roots`` postorder);
 - the SMT over the heads of all memories and over every edge (``smt`` table, chunk layout
   in ``core.smt_store``). A memory's key is ``smt_key(ns, id)``, its value the *head
   commitment*
@@ -43,8 +43,8 @@ from .codec import as_map, decode, encode
 from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts
 from .journal import Entry, Identity, Mutation, decode_entry
 from .journal import memory_id as make_memory_id
-from .merkle import overall_root
 from .mmr import mmr_inclusion_proof, mmr_leaf_hash, mmr_root, verify_inclusion
+from .roots import overall_root
 from .smt import EMPTY_SMT_ROOT, smt_key, verify_smt
 from .smt_apply import smt_store_apply
 from .smt_store import smt_store_prove, smt_store_root
@@ -80,7 +80,7 @@ _U64 = struct.Struct(">Q")
 _HEAD_PREFIX = struct.Struct(">B2xI4x16xB")
 _MMR_LEAF = b"\x00"
 _MMR_NODE = b"\x01"
-_SMT_KEY_DOMAIN = b"cortexgraph/smt/key"  # core.merkle.smt_key's domain
+_SMT_KEY_DOMAIN = b"cortexgraph/smt/key"  # core.roots.smt_key's domain
 _EDGE_KEY_DOMAIN = b"cortexgraph/smt/edge"
 _EDGE_DOMAIN = b"cortexgraph/edge/v1"
 
@@ -111,7 +111,7 @@ def mmr_mutations(hash_name: str, get: Get, size: int, entry_bytes: bytes) -> li
     """The ``mmr`` nodes that appending the entry at seq ``size + 1`` writes.
 
     The leaf ``H(0x00 | entry)`` first, then the parents it completes, in position order
-    (:func:`~cortexgraph.core.merkle.mmr_append` written out flat: this runs per entry).
+    (:func:`~cortexgraph.core.roots.mmr_append` written out flat: this runs per entry).
     """
     h = hash_function(hash_name)
     if type(entry_bytes) is not bytes:

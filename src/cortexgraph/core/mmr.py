@@ -1,6 +1,6 @@
 """The Merkle Mountain Range of the journal: RFC 6962 hashing, proofs and their verifiers.
 
-Pure, as :mod:`cortexgraph.core.merkle` describes: the functions work over an abstract
+Pure, as :mod:`cortexgraph.core.roots` describes: the functions work over an abstract
 node store (``get_node``) and return the nodes to write; :class:`MMR` keeps them in a list.
 
 Merkle Mountain Range (the journal log)
@@ -35,7 +35,7 @@ largest power of two below ``n``, i.e. at the first peak. The same holds for eve
 the RFC tree: it is either a stored perfect subtree or a bag of stored perfect subtrees,
 so proofs for any size ``m <= n`` need O(log n) node reads and never rehash leaves.
 
-Invariants (M3 and M8, shared with the sparse Merkle tree, are in ``core.merkle``)
+Invariants (M3 and M8, shared with the sparse Merkle tree, are in ``core.roots``)
 ==================================================================================
 
 M1  The MMR root of ``n`` leaves is the RFC 6962 MTH of those leaves, and
@@ -50,7 +50,7 @@ from collections.abc import Callable
 
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, hash_function
-from .merkle import LEAF, NODE, is_digest, is_hash_name, is_u64, require_digest, require_size
+from .roots import LEAF, NODE, is_digest, is_hash_name, is_u64, require_digest, require_size
 
 __all__ = [
     "MMR",

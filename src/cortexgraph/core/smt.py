@@ -1,6 +1,6 @@
 """The sparse Merkle tree of the current heads: updates, proofs and their verifiers.
 
-Pure, as :mod:`cortexgraph.core.merkle` describes: the functions work over an abstract
+Pure, as :mod:`cortexgraph.core.roots` describes: the functions work over an abstract
 node store (``get_node``) and return the nodes to write and delete;
 :class:`SparseMerkleTree` keeps them in a dict.
 
@@ -46,7 +46,7 @@ in the same order (root side first); the last ``8*ceil(depth/8) - depth`` bits a
 A verifier rebuilds the path from the bottom: it starts from the leaf (or EMPTY) and
 hashes ``H(0x01 || left || right)`` up, taking side from bit ``i`` of ``key``.
 
-Invariants (M3 and M8, shared with the Merkle Mountain Range, are in ``core.merkle``)
+Invariants (M3 and M8, shared with the Merkle Mountain Range, are in ``core.roots``)
 ====================================================================================
 
 M2  The SMT root is a function of the final key/value set only, never of the order of
@@ -73,7 +73,7 @@ from typing import NamedTuple
 
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, hash_function, local_hash_function
-from .merkle import LEAF, NODE, is_digest, is_hash_name, require_digest
+from .roots import LEAF, NODE, is_digest, is_hash_name, require_digest
 
 __all__ = [
     "EMPTY_SMT_ROOT",

@@ -24,7 +24,7 @@ from the two bitmaps by word-wide bit operations and popcounts
 - one update below an existing chunk (nearly every chunk below the top levels) skips the
   grouping by nibble, and when one slot changed, the chunk is the old bytes with the four
   ancestors' hashes and the slot spliced in: it walks up against the stored siblings like
-  ``core.merkle.smt_update`` does;
+  ``core.roots.smt_update`` does;
 - a second key joining a lone leaf (or two new keys in an empty slot) writes the chunks
   of that two-key subtree directly, reading nothing: one CHILD slot per chunk down to the
   one where the keys part, which holds both leaves;
@@ -48,7 +48,7 @@ S4  Cost of one :func:`smt_store_apply` call: one read of the meta row and of ea
     calls only for the inner nodes above changed slots (at most 4 per changed slot and
     chunk, 15 per chunk) and for the leaves those nodes hash over. For 1,000 random
     updates to a 100,000-key tree that is ~1.9 reads, ~2.0 writes and ~10 hash calls per
-    key, against ~17 reads, ~18 writes, ~17 deletes and ~18 hashes for ``core.merkle``.
+    key, against ~17 reads, ~18 writes, ~17 deletes and ~18 hashes for ``core.roots``.
 S6  ``get`` is read as of before the call: no row is read after the call decides to
     write it, so the caller applies the returned writes afterwards.
 """
@@ -59,7 +59,7 @@ from collections.abc import Mapping
 
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, HashFunction, hash_function
-from .merkle import LEAF, NODE
+from .roots import LEAF, NODE
 from .smt import EMPTY_SMT_ROOT, SMT_KEY_SIZE
 from .smt_store import (
     EMPTY,
@@ -415,7 +415,7 @@ class _Apply:
         self, row: bytes, enc: bytes, old: ChunkShape, header: bytes, slot: int, state: SubtreeState
     ) -> SubtreeState:
         """:meth:`rebuild` for one changed slot (the common case below the top chunks):
-        walk up its four ancestors as ``core.merkle.smt_update`` does, against the stored
+        walk up its four ancestors as ``core.roots.smt_update`` does, against the stored
         siblings, and splice the new hashes in. The chunk keeps two or more keys.
 
         Written out flat (no helper calls but the hash): this is the hot loop."""

@@ -1,6 +1,6 @@
-"""The sparse Merkle tree of :mod:`cortexgraph.core.merkle`, laid out for a key-value table.
+"""The sparse Merkle tree of :mod:`cortexgraph.core.roots`, laid out for a key-value table.
 
-``core.merkle`` stores the SMT content-addressed, one 65-byte row per node, so every
+``core.roots`` stores the SMT content-addressed, one 65-byte row per node, so every
 changed key costs ~17 reads, ~18 writes and ~17 deletes of random rows. This module keeps
 the *same tree* (same roots, same proof bytes, see invariants S1 and S3) in rows that each
 hold a height-4 binary subtree, a *chunk*, addressed by its position instead of its hash.
@@ -32,7 +32,7 @@ depth ``d + 4``, numbered by the four key bits ``d .. d+3`` (the *nibble* at ``d
 A slot is EMPTY (no key below), a LEAF (exactly one key below: its key and value hash are
 stored inline) or a CHILD (two or more keys below: the child chunk at depth ``d + 4``,
 prefix ``p || s``, exists and the slot holds its root hash). Nodes 1..15 hash with the
-rules of ``core.merkle``: EMPTY+EMPTY is EMPTY, EMPTY+LEAF and LEAF+EMPTY are that leaf
+rules of ``core.roots``: EMPTY+EMPTY is EMPTY, EMPTY+LEAF and LEAF+EMPTY are that leaf
 (its hash ``H(0x00 || key || value_hash)`` passes up unchanged, so a lone leaf sits as
 high as it can), and anything else (two or more keys below) is an *inner* node
 ``H(0x01 || left || right)``. A chunk exists only while its subtree holds two or more
@@ -84,10 +84,10 @@ Invariants
 ==========
 
 S1  The root returned by :func:`smt_store_apply` (and then read by
-    :func:`smt_store_root`) equals the root of ``core.merkle``'s
-    :class:`~cortexgraph.core.merkle.SparseMerkleTree` holding the same key/value set.
-S3  :func:`smt_store_prove` returns exactly the bytes of ``core.merkle.smt_prove`` for the
-    same set and key, so :func:`~cortexgraph.core.merkle.verify_smt` accepts them.
+    :func:`smt_store_root`) equals the root of ``core.roots``'s
+    :class:`~cortexgraph.core.roots.SparseMerkleTree` holding the same key/value set.
+S3  :func:`smt_store_prove` returns exactly the bytes of ``core.roots.smt_prove`` for the
+    same set and key, so :func:`~cortexgraph.core.roots.verify_smt` accepts them.
 S5  Rows are self-consistent: a CHILD slot's hash equals its child chunk's node 1, the
     meta root equals the root chunk's node 1 (or the lone leaf's hash), and every cached
     inner hash equals the hash recomputed from the slots. Readers check the first two
@@ -104,7 +104,7 @@ from collections.abc import Callable
 
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, HashFunction, hash_function
-from .merkle import LEAF, NODE
+from .roots import LEAF, NODE
 from .smt import EMPTY_SMT_ROOT, SMT_KEY_SIZE, encode_smt_proof
 
 __all__ = [
@@ -439,8 +439,8 @@ def smt_store_get(get: SmtStoreGet, key: bytes) -> bytes | None:
 
 
 def smt_store_prove(hash_name: str, get: SmtStoreGet, key: bytes) -> bytes:
-    """Return the proof for ``key``: the bytes ``core.merkle.smt_prove`` gives for the
-    same key/value set (S3), to check with :func:`~cortexgraph.core.merkle.verify_smt`.
+    """Return the proof for ``key``: the bytes ``core.roots.smt_prove`` gives for the
+    same key/value set (S3), to check with :func:`~cortexgraph.core.roots.verify_smt`.
 
     Raises:
         ValidationError: an unknown hash, or ``key`` is not 32 bytes.

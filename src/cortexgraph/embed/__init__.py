@@ -20,7 +20,7 @@ True
 from __future__ import annotations
 
 from .base import Embedder, check_texts, normalize_rows
-from .hashing import HashEmbedder
+from .feature_hashing import HashEmbedder
 from .http import HttpEmbedder
 from .local import LocalEmbedder
 

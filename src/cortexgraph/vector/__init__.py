@@ -1,6 +1,6 @@
 """The I/O shell around hnswlib: a persisted, verified approximate-nearest-neighbour index.
 
-:class:`~cortexgraph.vector.index.VectorIndex` maps 16-byte memory ids to vectors and answers
+:class:`~cortexgraph.vector.hnsw.VectorIndex` maps 16-byte memory ids to vectors and answers
 cosine-similarity searches. It is derived state: :class:`~cortexgraph.vector.state.VectorState`
 decides what to embed and when, and rebuilds the index from its embedding cache whenever
 ``open`` reports it ``"missing"`` or ``"damaged"``. See ``docs/vector-index.md``.
@@ -14,14 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .index import VectorIndex
+    from .hnsw import VectorIndex
 
 __all__ = ["VectorIndex"]
 
 
 def __getattr__(name: str) -> Any:
     if name == "VectorIndex":
-        from .index import VectorIndex  # here, not above: hnswlib loads on first use
+        from .hnsw import VectorIndex  # here, not above: hnswlib loads on first use
 
         return VectorIndex
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """The files of a persisted HNSW index: their layout, their checks, and saving and loading.
 
-The index (:class:`~cortexgraph.vector.index.VectorIndex`, which searches it) is derived
+The index (:class:`~cortexgraph.vector.hnsw.VectorIndex`, which searches it) is derived
 state. It records the journal seq it reflects (its ``watermark``); the
 recall layer catches it up from there, and rebuilds it from the embedding cache whenever
 :meth:`VectorIndex.open` reports anything but ``"loaded"``. Damage never raises: a file that

@@ -1,7 +1,7 @@
 """The vector state of one open store: its hnswlib index, caught up with the journal.
 
 Vectors are cached in the ``emb`` table by (embedder name, content hash) (:func:`content_key`);
-the index (:mod:`cortexgraph.vector.index`) is persisted under ``<store>/vectors/`` and
+the index (:mod:`cortexgraph.vector.hnsw`) is persisted under ``<store>/vectors/`` and
 catches up with the journal from its watermark (:meth:`VectorState.sync`), taking vectors
 from the cache and embedding only what no one cached. Every call of an embedder goes
 through ``embed.base.embed_checked``.
@@ -30,7 +30,7 @@ from ..store.env import Environment
 from ..store.txn import ReadTxn
 
 if TYPE_CHECKING:
-    from .index import VectorIndex
+    from .hnsw import VectorIndex
 
 __all__ = [
     "EMBED_BATCH",
@@ -126,7 +126,7 @@ class VectorState:
     """
 
     def __init__(self, env: Environment, embedder: Embedder) -> None:
-        from .index import VectorIndex  # here, not above: hnswlib loads on first use
+        from .hnsw import VectorIndex  # here, not above: hnswlib loads on first use
 
         self.env = env
         self.embedder = embedder

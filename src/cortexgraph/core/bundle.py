@@ -44,8 +44,8 @@ from .graph import EdgeState, relation_name
 from .hashing import DIGEST_SIZE, HASH_NAMES
 from .journal import Identity, decode_entry, memory_id
 from .keys import ID_SIZE
-from .merkle import overall_root
 from .mmr import mmr_leaf_hash, verify_inclusion
+from .roots import overall_root
 from .smt import SmtVerifier, smt_key
 from .state import HeadState, Record, VersionState
 from .uri import MemoryURI, check_name
