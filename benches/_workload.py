@@ -3,12 +3,12 @@
 The baseline answers "what does the same work cost in bare LMDB?". To make it the *same*
 work, a workload is first run through cortexgraph on a scratch store, and every put and
 delete it made is recovered, in the order cortexgraph makes them. Per memory, in the order
-``Batch._apply`` makes them (``Batch.write``'s puts, then the MMR nodes of its entry)::
+``writing.EntryWriter`` makes them (the entry's puts, then the MMR nodes of its entry)::
 
     journal[seq] -> heads[id] -> versions[id|1] -> idx type key -> idx tag keys -> idx time key
     -> mmr[pos] for pos in [mmr_node_count(seq - 1), mmr_node_count(seq))
 
-and, once per batch, just before the commit (``Batch._commit``), the batch's net ``smt``
+and, once per batch, just before the commit (``EntryWriter.flush``), the batch's net ``smt``
 chunk-row writes and deletes. The per-memory rows are read back from the scratch store with
 py-lmdb (``mmr`` is append-only, so its final rows are the written ones). The ``smt`` rows
 are rewritten from batch to batch, so they are recorded while the scratch run commits, by
@@ -215,7 +215,7 @@ _IDX_ORDER = {b"T"[0]: 0, b"G"[0]: 1, b"S"[0]: 2, b"C"[0]: 3}
 
 
 def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Op]]:
-    """The puts of each memory, in journal order, each in the order ``Batch._apply`` makes them.
+    """The puts of each memory, in journal order, each in the order ``writing.EntryWriter`` makes them.
 
     ``tables`` must hold every table of :data:`COMPARED_TABLES`; all its rows but the
     ``smt`` ones must belong to some memory.

@@ -15,7 +15,7 @@ baseline run in the same process (see ``benches/README.md`` for the figures on o
    1,000 memories (one write transaction each, sync on), first into a fresh store, then into
    a copy of a store already holding ``--n`` memories (a deeper SMT). "Without" is the same
    cortexgraph code with ``cortexgraph.writing.mmr_mutations`` and
-   ``cortexgraph.cortex.smt_mutations`` patched to return no mutations, so the ratio is
+   ``cortexgraph.writing.smt_mutations`` patched to return no mutations, so the ratio is
    what the MMR and SMT work adds to a write and nothing else. Both sides write the same
    memories, and their ``journal``, ``heads``, ``versions`` and ``idx`` tables are checked
    to be byte-identical. 3 trials; each runs both sides, in alternating order; best and
@@ -108,8 +108,8 @@ def _no_mutations(*_args: Any, **_kwargs: Any) -> list[Any]:
 def merkle_off() -> Iterator[None]:
     """Batches made inside skip the MMR and SMT work (the stores they write are incomplete).
 
-    ``Batch._apply`` and ``Batch._commit`` look ``mmr_mutations`` and ``smt_mutations`` up
-    in ``cortexgraph.cortex`` at call time, so patching them there removes exactly the
+    ``writing.EntryWriter`` looks ``mmr_mutations`` and ``smt_mutations`` up
+    in ``cortexgraph.writing`` at call time, so patching them there removes exactly the
     Merkle work: the hashing, the ``mmr`` and ``smt`` reads and the node puts. What stays
     is the bookkeeping around them (a dirty-set insert and an empty ``apply_mutations`` call
     per entry, one more such call per batch), well under a microsecond per memory.
