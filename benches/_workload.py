@@ -215,7 +215,7 @@ _IDX_ORDER = {b"T"[0]: 0, b"G"[0]: 1, b"S"[0]: 2, b"C"[0]: 3}
 
 
 def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Op]]:
-    """The puts of each memory, in journal order, each in the order ``writing.EntryWriter`` makes them.
+    """The puts of each memory, in journal order, each in the order ``EntryWriter`` makes them.
 
     ``tables`` must hold every table of :data:`COMPARED_TABLES`; all its rows but the
     ``smt`` ones must belong to some memory.
