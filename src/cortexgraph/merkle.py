@@ -32,60 +32,23 @@ True
 
 from __future__ import annotations
 
-from .core.commitments import MemoryProof, head_commitment, verify_memory_proof
-from .core.mmr import (
-    MMR,
-    MmrGetNode,
-    mmr_append,
-    mmr_consistency_proof,
-    mmr_inclusion_proof,
-    mmr_leaf_hash,
-    mmr_leaf_position,
-    mmr_node_count,
-    mmr_root,
-    verify_consistency,
-    verify_inclusion,
-)
-from .core.roots import overall_root
-from .core.smt import (
-    EMPTY_SMT_ROOT,
-    SMT_KEY_SIZE,
-    SmtGetNode,
-    SmtUpdate,
-    SmtVerifier,
-    SparseMerkleTree,
-    smt_get,
-    smt_key,
-    smt_prove,
-    smt_update,
-    verify_smt,
-)
+from .core import mmr, smt
+from .core.commitments import MemoryProof as MemoryProof
+from .core.commitments import head_commitment as head_commitment
+from .core.commitments import verify_memory_proof as verify_memory_proof
+from .core.mmr import *  # noqa: F403 - the names of core.mmr.__all__
+from .core.roots import overall_root as overall_root
+from .core.smt import *  # noqa: F403 - the names of core.smt.__all__
 
-__all__ = [
-    "EMPTY_SMT_ROOT",
-    "MMR",
-    "MemoryProof",
-    "MmrGetNode",
-    "SMT_KEY_SIZE",
-    "SmtGetNode",
-    "SmtUpdate",
-    "SmtVerifier",
-    "SparseMerkleTree",
-    "head_commitment",
-    "mmr_append",
-    "mmr_consistency_proof",
-    "mmr_inclusion_proof",
-    "mmr_leaf_hash",
-    "mmr_leaf_position",
-    "mmr_node_count",
-    "mmr_root",
-    "overall_root",
-    "smt_get",
-    "smt_key",
-    "smt_prove",
-    "smt_update",
-    "verify_consistency",
-    "verify_inclusion",
-    "verify_memory_proof",
-    "verify_smt",
-]
+#: the MMR's and the SMT's public names, the proofs of memories and the OverallRoot
+#: (``tests/test_exports.py`` pins the list)
+__all__ = sorted(
+    [
+        *mmr.__all__,
+        *smt.__all__,
+        "MemoryProof",
+        "head_commitment",
+        "overall_root",
+        "verify_memory_proof",
+    ]
+)
