@@ -34,6 +34,7 @@ from .core.taxonomy import (
     cited_uris,
 )
 from .core.uri import MemoryURI, check_name
+from .embedding import embed_written
 from .errors import (
     CorruptionError,
     CortexError,
@@ -142,10 +143,7 @@ class Batch:
             self._txn.abort()  # a no-op once committed; ends a transaction a failure left
             h.env.release_writer()
         if h.embed_on_write and written:
-            # committed; embedding outside the writer lock keeps other writers going.
-            # Imported here, not above: it loads the vector index (hnswlib) on first use.
-            from .embedding import embed_written
-
+            # committed; embedding outside the writer lock keeps other writers going
             embed_written(h, written)
 
     def _commit(self) -> None:

@@ -19,6 +19,7 @@ True
 
 from __future__ import annotations
 
+from ..errors import ValidationError
 from .base import Embedder, check_texts, normalize_rows
 from .feature_hashing import HashEmbedder
 from .http import HttpEmbedder
@@ -43,8 +44,6 @@ def embedder_for(spec: dict[str, object]) -> Embedder:
         ValidationError: the store uses an embedder that needs arguments (an HTTP server):
             open it with ``embedder=...``.
     """
-    from ..errors import ValidationError
-
     name, dim = spec.get("name"), spec.get("dim")
     if type(dim) is int and name == HashEmbedder(dim).name:
         return HashEmbedder(dim)
