@@ -156,7 +156,10 @@ def _replay(
                 raise CorruptionError(f"the entry stored at seq {seq} says seq {entry.seq}")
             leaf = writer.write(txn, entry, data, append=append, trusted=False)
         except CorruptionError as exc:
-            raise ReplayError(seq, f"journal entry {seq}: {exc}") from None
+            said = str(exc)  # apply's messages name the entry already; say it once
+            if not said.startswith(f"journal entry {seq} "):
+                said = f"journal entry {seq}: {said}"
+            raise ReplayError(seq, said) from None
         size = seq
         if on_entry is not None:
             on_entry(seq, data, leaf)
