@@ -581,7 +581,17 @@ class _ReadContext:
 
     def __enter__(self) -> ReadTxn:
         env = self._env
-        self._txn = env._begin(write=False, operation="read")
+        gate = env._gate
+        gate.enter()
+        try:
+            # begin(db, parent, write, buffers): positional, as py-lmdb parses them fastest
+            self._txn = env._env.begin(None, None, False, False)
+        except lmdb.Error:  # a map to adopt (E3) or a failure: the general path says which
+            gate.leave()
+            self._txn = env._begin(write=False, operation="read")
+        except BaseException:
+            gate.leave()
+            raise
         return ReadTxn(self._txn, env.dbs, env.path)
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
