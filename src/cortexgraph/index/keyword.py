@@ -65,6 +65,8 @@ class Keywords:
             self._terms = {}
             return
         terms = self._terms
+        if not terms:  # no term read yet (no keyword recall): nothing to keep current
+            return
         for row, seq, forward in change.heads:
             if forward is not None:
                 for term, tf in forward.items():
