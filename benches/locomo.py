@@ -69,7 +69,7 @@ RUNS = (
 )
 TARGET_HYBRID_R10 = 0.65
 TARGET_HNSW_R10 = 0.95
-#: the prototype's figures for this recipe (R0: no keyword context), ``/work/proto``
+#: the figures an earlier prototype measured for this recipe (R0: no keyword context)
 PROTOTYPE_R0 = {"keyword": 0.655, "vector": 0.563, "hybrid": 0.742}
 
 _clock = time.perf_counter
