@@ -97,15 +97,11 @@ def storage_error(
         )
     if isinstance(exc, lmdb.ReadonlyError):
         return ReadOnlyError(f"{path}: cannot write ({where}): {exc}")
-    if isinstance(exc, lmdb.DiskError) or code in _FULL_ERRNOS:
-        full = True
-    elif code == errno.EIO:
-        free = free_bytes(path)
+    full = isinstance(exc, lmdb.DiskError) or code in _FULL_ERRNOS or code == errno.EIO
+    free = free_bytes(path) if full else None  # the file system is asked once
+    if code == errno.EIO and not isinstance(exc, lmdb.DiskError):
         full = free is not None and free < FULL_DISK_MARGIN
-    else:
-        full = False
     if full:
-        free = free_bytes(path)
         left = "" if free is None else f" ({free:,} bytes free)"
         return StorageFullError(
             f"{path}: no space left on the device{left}; the operation ({where}) was rolled"
