@@ -36,7 +36,7 @@ def test_a_catch_up_reports_rows_postings_and_heads(tmp_path: Path) -> None:
         third = cx.write(cg.Pattern(text="delta"), at=T0 + 3)
         cx.add_edge(third, second, "relates_to", at=T0 + 4)
         with cx._env.read() as txn, table.lock:
-            change = table.advance(txn, txn.last_seq())
+            change = table.advance(txn, txn.last_seq(), heads=True)
         rows = {uri.id: table.row_of[uri.id] for uri in (first, second, third)}
         assert not change.rebuilt
         assert sorted(change.touched.tolist()) == sorted(rows.values())

@@ -53,7 +53,7 @@ class ColumnIndex(Table):
         with self.lock:
             if last == self.seq:
                 return last
-            change = self.advance(txn, last)
+            change = self.advance(txn, last, heads=self.keywords.following())
             self.filters.follow(change)
             self.scores.follow(change)
             self.orders.follow(change)

@@ -59,14 +59,17 @@ class Keywords:
         self._table = table
         self._terms: dict[str, _Terms] = {}
 
+    def following(self) -> bool:
+        """Whether a catch-up must report the moved heads' postings: only while some
+        term is kept (a keyword recall read it)."""
+        return bool(self._terms)
+
     def follow(self, change: Change) -> None:
         """Add the new heads' entries to the kept terms (under the table's lock)."""
         if change.rebuilt:
             self._terms = {}
             return
         terms = self._terms
-        if not terms:  # no term read yet (no keyword recall): nothing to keep current
-            return
         for row, seq, forward in change.heads:
             if forward is not None:
                 for term, tf in forward.items():
