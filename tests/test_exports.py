@@ -62,6 +62,7 @@ PUBLIC = [
     "TokenEstimator",
     "TombstonedError",
     "TooBroadQueryError",
+    "TorchEmbedder",
     "Traversal",
     "URIError",
     "UnboundedQueryError",

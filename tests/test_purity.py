@@ -87,7 +87,8 @@ package.__path__ = [{str(CORE.parent)!r}]
 sys.modules["cortexgraph"] = package
 for name in {modules!r}:
     importlib.import_module(name)
-shell = {{"lmdb", "hnswlib", "torch", "httpx", "sentence_transformers"}}
+shell = {{"lmdb", "hnswlib", "torch", "httpx", "sentence_transformers", "onnxruntime",
+         "tokenizers"}}
 pure = ("cortexgraph.core", "cortexgraph.errors")
 bad = [m for m in sys.modules if m.split(".")[0] in shell
        or (m.startswith("cortexgraph.") and not m.startswith(pure))]

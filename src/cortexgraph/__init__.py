@@ -35,7 +35,7 @@ from .core.taxonomy import (
 )
 from .core.uri import MemoryURI
 from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
-from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder
+from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder, TorchEmbedder
 from .errors import (
     AlreadyOpenError,
     BatchNoJournalError,
@@ -118,6 +118,7 @@ __all__ = [
     "TokenEstimator",
     "TombstonedError",
     "TooBroadQueryError",
+    "TorchEmbedder",
     "Traversal",
     "URIError",
     "UnboundedQueryError",

