@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import sys
@@ -36,6 +37,11 @@ def environment(n: int, root: Path) -> dict[str, Any]:
         # Other processes on the machine skew every figure; the load shows how busy it was.
         "load_avg_1min_start": round(os.getloadavg()[0], 2),
     }
+
+
+def torch_available() -> bool:
+    """Whether torch can be imported (looked up, not imported: that takes seconds)."""
+    return importlib.util.find_spec("torch") is not None
 
 
 def markdown_table(header: Sequence[str], cells: Sequence[Sequence[str]], numeric: set[int]) -> str:

@@ -4,29 +4,39 @@ Usage (``benches/run.py --suite locomo`` runs the same measurements)::
 
     .venv/bin/python benches/locomo.py
     .venv/bin/python benches/locomo.py --n 2 --json        # the first two conversations
+    .venv/bin/python benches/locomo.py --embedders local   # the default embedder only
     .venv/bin/python benches/locomo.py --data PATH --dir /mnt/ssd/tmp
 
-The targets: hybrid evidence recall@10 >= 0.65, and recall@10 of the HNSW search against
-exact search over the same stored MiniLM vectors >= 0.95. Each conversation of
+The targets: hybrid evidence recall@10 >= 0.65; the default embedder's hybrid recall@10
+within 0.01 of the torch model's, in the same run; and recall@10 of the HNSW search against
+exact search over the same stored vectors >= 0.95. Each conversation of
 ``locomo_dev5.json`` (its licence keeps it out of the repository: pass its path with
 ``--data`` or the environment variable ``CORTEXGRAPH_LOCOMO``) becomes one store: every
 dialogue turn is an :class:`~cortexgraph.Event` with the turn's ``speaker``, its ``text``
 (plus ``" [shares <blip_caption>]"`` for an image turn) and ``occurred_at`` = the session's
 date-time as UTC milliseconds, written in namespace ``locomo``; each turn gets a
 ``relates_to`` edge to the previous turn of its session (what hybrid recall's graph
-expansion follows). The vector channel uses :class:`~cortexgraph.LocalEmbedder`
-(all-MiniLM-L6-v2, offline).
+expansion follows).
+
+The vector channel runs all-MiniLM-L6-v2, once per embedder of ``--embedders``, each on
+stores of its own: ``local`` is :class:`~cortexgraph.LocalEmbedder` (the default, on ONNX
+Runtime) and ``torch`` is :class:`~cortexgraph.TorchEmbedder` (the same weights on torch,
+the reference). Both are measured by default when torch can be imported. ``--threads`` is
+each embedder's own thread setting (ONNX Runtime's intra-op threads for the one, torch's
+during ``embed`` for the other), so nothing here changes torch's process-wide setting.
 
 Every question of categories 1-4 is asked of its own conversation with
 ``cx.recall(question, k=20, mode=...)`` in keyword, vector and hybrid mode (default
 ``fusion="score"``), and hybrid with ``fusion="rrf"`` as a reference. The score is evidence
 recall@k = |evidence ∩ top k| / |evidence|, averaged over questions, with the evidence
-cleaned as the dataset's README says (see :func:`clean_evidence`): 760 questions.
+cleaned as the dataset's README says (see :func:`clean_evidence`): 760 questions. Keyword
+recall does not use the embedder, so its rows are the same for every embedder.
 
-Also printed: indexing time (the writes; the embedding and the HNSW build, which happen on
-the first vector recall), per-query latency p50/p95 per mode (the whole ``recall`` call,
-and the query-embedding time within it), and the recall@10 of the HNSW search against exact
-search over the same stored MiniLM vectors, for every question (target >= 0.95).
+Also printed, per embedder: indexing time (the writes; the embedding and the HNSW build,
+which happen on the first vector recall), per-query latency p50/p95 per mode (the whole
+``recall`` call, and the query-embedding time within it), and the recall@10 of the HNSW
+search against exact search over the same stored vectors, for every question (target
+>= 0.95); and how many questions' hybrid recall@10 differs between the two embedders.
 
 Progress goes to stderr; the tables (or JSON with ``--json``) to stdout. Nothing here fails
 on a figure: a missed target is reported as ``no``.
@@ -42,7 +52,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -50,8 +60,15 @@ from typing import Any
 import numpy as np
 
 import cortexgraph as cg
-from _report import TimedEmbedder, environment, markdown_table, percentile, progress
-from cortexgraph.embed import LocalEmbedder
+from _report import (
+    TimedEmbedder,
+    environment,
+    markdown_table,
+    percentile,
+    progress,
+    torch_available,
+)
+from cortexgraph.embed import Embedder, LocalEmbedder, TorchEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
 #: where the LoCoMo development split is (``--data`` overrides; empty: not given)
@@ -69,6 +86,10 @@ RUNS = (
 )
 TARGET_HYBRID_R10 = 0.65
 TARGET_HNSW_R10 = 0.95
+#: the default embedder's hybrid R@10 minus the torch model's, at most this far from 0
+TARGET_DELTA_R10 = 0.01
+#: ``--embedders`` key -> the embedder's class; each is made with ``threads=...``
+EMBEDDERS: dict[str, Callable[..., Embedder]] = {"local": LocalEmbedder, "torch": TorchEmbedder}
 #: the figures an earlier prototype measured for this recipe (R0: no keyword context)
 PROTOTYPE_R0 = {"keyword": 0.655, "vector": 0.563, "hybrid": 0.742}
 
@@ -101,20 +122,37 @@ def clean_evidence(raw: Sequence[str], valid: set[str]) -> list[str]:
     return out
 
 
+def sessions(conv: dict[str, Any]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """A sample's ``conversation`` as ``(session number, its turns)``, in session order."""
+    numbers = sorted(
+        int(m.group(1))
+        for key in conv
+        if (m := _SESSION.fullmatch(key)) and isinstance(conv[key], list)
+    )
+    for number in numbers:
+        yield number, conv[f"session_{number}"]
+
+
+def turn_texts(path: Path) -> list[str]:
+    """The ``text`` of every dialogue turn of the file, conversation by conversation, in
+    session order (as written, without image captions)."""
+    return [
+        turn["text"]
+        for sample in json.loads(path.read_text(encoding="utf-8"))
+        for _, turns in sessions(sample["conversation"])
+        for turn in turns
+    ]
+
+
 def load(path: Path) -> list[dict[str, Any]]:
     """Conversations: ``{"id", "turns": [{dia, session, speaker, text, at}], "questions"}``."""
     conversations = []
     for sample in json.loads(path.read_text(encoding="utf-8")):
         conv = sample["conversation"]
-        sessions = sorted(
-            int(m.group(1))
-            for key in conv
-            if (m := _SESSION.fullmatch(key)) and isinstance(conv[key], list)
-        )
         turns = []
-        for number in sessions:
+        for number, session in sessions(conv):
             at = session_ms(conv[f"session_{number}_date_time"])
-            for turn in conv[f"session_{number}"]:
+            for turn in session:
                 text = turn["text"]
                 if turn.get("blip_caption"):
                     text = f"{text} [shares {turn['blip_caption']}]"
@@ -171,24 +209,42 @@ def index_conversation(
     return cx, dia_of, _clock() - start
 
 
-def set_threads(threads: int) -> None:
-    """Torch's intra-op threads (1 on a shared 2-core machine: see ``--threads``)."""
-    import torch
-
-    torch.set_num_threads(threads)
-
-
 def recall_at(found: Sequence[str], evidence: Sequence[str], k: int) -> float:
     return len(set(found[:k]) & set(evidence)) / len(evidence)
 
 
-def measure(data: Path, root: Path, limit: int | None) -> dict[str, Any]:
-    """Every figure of the suite, as plain data (see :func:`format_report`)."""
+def measure(
+    data: Path,
+    root: Path,
+    limit: int | None,
+    embedders: Sequence[str] = ("local",),
+    *,
+    threads: int = 1,
+) -> dict[str, Any]:
+    """Every figure of the suite, as plain data (see :func:`format_report`): the
+    measurements of :func:`measure_embedder` for each key of :data:`EMBEDDERS` in
+    ``embedders``, one after the other, each on stores of its own under ``root``."""
     progress(f"locomo: reading {data}")
     conversations = load(data)[:limit]
-    progress("locomo: loading all-MiniLM-L6-v2 (LocalEmbedder)")
+    runs = {}
+    for key in embedders:
+        (root / key).mkdir()
+        runs[key] = measure_embedder(conversations, root / key, key, threads)
+    return {
+        "conversations": [c["id"] for c in conversations],
+        "questions": sum(len(c["questions"]) for c in conversations),
+        "threads": threads,
+        "runs": runs,
+    }
+
+
+def measure_embedder(
+    conversations: list[dict[str, Any]], root: Path, key: str, threads: int
+) -> dict[str, Any]:
+    """Index every conversation with the embedder ``key`` and ask it every question."""
+    progress(f"locomo: loading all-MiniLM-L6-v2 ({EMBEDDERS[key].__name__}, threads={threads})")
     start = _clock()
-    embedder = TimedEmbedder(LocalEmbedder())
+    embedder = TimedEmbedder(EMBEDDERS[key](threads=threads))
     model_load = _clock() - start
     per_question: list[dict[str, Any]] = []
     latency: dict[str, list[float]] = {label: [] for label, _, _ in RUNS}
@@ -214,7 +270,7 @@ def measure(data: Path, root: Path, limit: int | None) -> dict[str, Any]:
             index["vector_s"] += _clock() - start
             index["embed_s"] += embedder.seconds
             progress(
-                f"locomo: {conv['id']}: {turns} turns written in {write_s:.2f} s,"
+                f"locomo: {key}: {conv['id']}: {turns} turns written in {write_s:.2f} s,"
                 f" embedded and indexed in {_clock() - start:.1f} s; {len(questions)} questions"
             )
             results: dict[str, list[list[str]]] = {}
@@ -249,8 +305,8 @@ def measure(data: Path, root: Path, limit: int | None) -> dict[str, Any]:
         finally:
             cx.close()
     return {
-        "conversations": [c["id"] for c in conversations],
-        "questions": len(per_question),
+        "embedder": embedder.name,
+        "class": EMBEDDERS[key].__name__,
         "model_load_s": model_load,
         "index": index,
         "per_question": per_question,
@@ -269,8 +325,29 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def summarise(result: dict[str, Any]) -> dict[str, Any]:
-    """Recall@k per mode, overall and per category; latency percentiles per mode."""
-    rows = result["per_question"]
+    """Per embedder, recall@k per mode (overall and per category) and latency percentiles
+    per mode; and, when both ran, the default embedder against the torch model."""
+    runs = {key: summarise_run(run) for key, run in result["runs"].items()}
+    out: dict[str, Any] = {"runs": runs, "comparison": None}
+    if "local" in runs and "torch" in runs:
+        default, torch = result["runs"]["local"], result["runs"]["torch"]
+        out["comparison"] = {
+            label: {
+                "delta_r10": runs["local"]["quality"][label]["all"][10]
+                - runs["torch"]["quality"][label]["all"][10],
+                "questions_differing_r10": sum(
+                    a["recall"][label][10] != b["recall"][label][10]
+                    for a, b in zip(default["per_question"], torch["per_question"], strict=True)
+                ),
+            }
+            for label, _, _ in RUNS
+        }
+    return out
+
+
+def summarise_run(run: dict[str, Any]) -> dict[str, Any]:
+    """One embedder's recall@k per mode, overall and per category; latency percentiles."""
+    rows = run["per_question"]
     quality = {}
     for label, _, _ in RUNS:
         entry: dict[str, Any] = {
@@ -284,7 +361,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
         quality[label] = entry
     latency = {}
     for label, _, _ in RUNS:
-        total, embed = result["latency_ms"][label], result["embed_ms"][label]
+        total, embed = run["latency_ms"][label], run["embed_ms"][label]
         rest = [t - e for t, e in zip(total, embed, strict=True)]
         latency[label] = {
             "p50": percentile(total, 50),
@@ -297,88 +374,152 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     return {"quality": quality, "latency": latency}
 
 
+def _met(ok: bool) -> str:
+    return "yes" if ok else "no"
+
+
 def format_report(result: dict[str, Any], summary: dict[str, Any]) -> str:
-    quality, latency = summary["quality"], summary["latency"]
+    runs, summaries = result["runs"], summary["runs"]
+    names = ", ".join(f"{run['class']} ({run['embedder']})" for run in runs.values())
     lines = [
         f"LoCoMo dev split: {', '.join(result['conversations'])}; {result['questions']}"
-        " questions (categories 1-4, evidence cleaned)"
+        " questions (categories 1-4, evidence cleaned); embedders:"
+        f" {names}, {result['threads']} thread{'' if result['threads'] == 1 else 's'} each"
     ]
-    header = ["mode", "R@5", "R@10", "R@20"] + [
-        f"cat{c} {name} R@10 (n={quality['keyword'][f'n{c}']})" for c, name in CATEGORIES.items()
+    first = next(iter(summaries.values()))["quality"]
+    header = ["embedder", "mode", "R@5", "R@10", "R@20"] + [
+        f"cat{c} {name} R@10 (n={first['keyword'][f'n{c}']})" for c, name in CATEGORIES.items()
     ]
     cells = []
-    for label, _, _ in RUNS:
-        q = quality[label]
-        cells.append(
-            [label, *(f"{q['all'][k]:.3f}" for k in KS)]
-            + [f"{q[str(c)][10]:.3f}" for c in CATEGORIES]
-        )
-    lines += ["", markdown_table(header, cells, set(range(1, len(header))))]
-    header = ["mode"] + [f"cat{c} R@5/10/20" for c in CATEGORIES]
+    for key, run in runs.items():
+        quality = summaries[key]["quality"]
+        for label, _, _ in RUNS:
+            q = quality[label]
+            cells.append(
+                [run["class"], label, *(f"{q['all'][k]:.3f}" for k in KS)]
+                + [f"{q[str(c)][10]:.3f}" for c in CATEGORIES]
+            )
+    lines += ["", markdown_table(header, cells, set(range(2, len(header))))]
+    header = ["embedder", "mode"] + [f"cat{c} R@5/10/20" for c in CATEGORIES]
     cells = [
-        [label] + ["/".join(f"{quality[label][str(c)][k]:.3f}" for k in KS) for c in CATEGORIES]
+        [run["class"], label]
+        + [
+            "/".join(f"{summaries[key]['quality'][label][str(c)][k]:.3f}" for k in KS)
+            for c in CATEGORIES
+        ]
+        for key, run in runs.items()
         for label, _, _ in RUNS
     ]
-    lines += ["", markdown_table(header, cells, set(range(1, len(header))))]
-    hybrid = quality["hybrid"]["all"][10]
-    hnsw = result["hnsw_vs_exact_r10"]
-    lines += [
-        "",
-        markdown_table(
-            ["target", "figure", "target", "met"],
+    lines += ["", markdown_table(header, cells, set(range(2, len(header))))]
+    comparison = summary["comparison"]
+    if comparison is not None:
+        header = ["mode", "R@10 default", "R@10 torch", "default - torch", "questions differing"]
+        cells = [
             [
-                [
-                    "hybrid evidence R@10",
-                    f"{hybrid:.3f}",
-                    f">= {TARGET_HYBRID_R10}",
-                    "yes" if hybrid >= TARGET_HYBRID_R10 else "no",
-                ],
-                [
-                    f"HNSW vs exact R@10, {result['hnsw_questions']} questions",
-                    f"{hnsw:.4f}",
-                    f">= {TARGET_HNSW_R10}",
-                    "yes" if hnsw >= TARGET_HNSW_R10 else "no",
-                ],
-            ],
-            {1},
-        ),
-    ]
-    idx = result["index"]
-    turns = idx["turns"]
-    header = ["indexing", "seconds", "ms per turn"]
-    cells = [
-        ["model load (LocalEmbedder())", f"{result['model_load_s']:.1f}", "-"],
-        [
-            f"writes: {turns:,} Events + {idx['edges']:,} relates_to edges, one batch per"
-            " conversation",
-            f"{idx['write_s']:.2f}",
-            f"{idx['write_s'] / turns * 1e3:.2f}",
-        ],
-        [
-            "first vector recall: embed every turn + build HNSW",
-            f"{idx['vector_s']:.1f}",
-            f"{idx['vector_s'] / turns * 1e3:.1f}",
-        ],
-        [
-            "  of which MiniLM embedding",
-            f"{idx['embed_s']:.1f}",
-            f"{idx['embed_s'] / turns * 1e3:.1f}",
-        ],
-    ]
-    lines += ["", markdown_table(header, cells, {1, 2})]
-    header = ["query (k=20)", "p50 ms", "p95 ms", "embed p50", "embed p95", "rest p50", "rest p95"]
-    cells = [
-        [
-            f"recall mode={label}",
-            *(
-                f"{latency[label][key]:.2f}"
-                for key in ("p50", "p95", "embed_p50", "embed_p95", "rest_p50", "rest_p95")
-            ),
+                label,
+                f"{summaries['local']['quality'][label]['all'][10]:.3f}",
+                f"{summaries['torch']['quality'][label]['all'][10]:.3f}",
+                f"{comparison[label]['delta_r10']:+.4f}",
+                f"{comparison[label]['questions_differing_r10']} of {result['questions']}",
+            ]
+            for label, _, _ in RUNS
         ]
+        lines += ["", markdown_table(header, cells, {1, 2, 3, 4})]
+    targets = [
+        [
+            f"hybrid evidence R@10, {run['class']}",
+            f"{summaries[key]['quality']['hybrid']['all'][10]:.3f}",
+            f">= {TARGET_HYBRID_R10}",
+            _met(summaries[key]["quality"]["hybrid"]["all"][10] >= TARGET_HYBRID_R10),
+        ]
+        for key, run in runs.items()
+    ]
+    if comparison is not None:
+        delta = comparison["hybrid"]["delta_r10"]
+        targets.append(
+            [
+                "hybrid R@10, default - torch",
+                f"{delta:+.4f}",
+                f"|delta| <= {TARGET_DELTA_R10}",
+                _met(abs(delta) <= TARGET_DELTA_R10),
+            ]
+        )
+    else:
+        targets.append(["hybrid R@10, default - torch", "-", f"|delta| <= {TARGET_DELTA_R10}", "-"])
+    targets += [
+        [
+            f"HNSW vs exact R@10, {run['class']}, {run['hnsw_questions']} questions",
+            f"{run['hnsw_vs_exact_r10']:.4f}",
+            f">= {TARGET_HNSW_R10}",
+            _met(run["hnsw_vs_exact_r10"] >= TARGET_HNSW_R10),
+        ]
+        for run in runs.values()
+    ]
+    lines += ["", markdown_table(["target", "figure", "target", "met"], targets, {1})]
+    header = ["indexing", "seconds", "ms per turn"]
+    cells = []
+    for run in runs.values():
+        idx = run["index"]
+        turns = idx["turns"]
+        cells += [
+            [f"{run['class']}: model load", f"{run['model_load_s']:.1f}", "-"],
+            [
+                f"  writes: {turns:,} Events + {idx['edges']:,} relates_to edges, one batch per"
+                " conversation",
+                f"{idx['write_s']:.2f}",
+                f"{idx['write_s'] / turns * 1e3:.2f}",
+            ],
+            [
+                "  first vector recall: embed every turn + build HNSW",
+                f"{idx['vector_s']:.1f}",
+                f"{idx['vector_s'] / turns * 1e3:.1f}",
+            ],
+            [
+                "    of which embedding",
+                f"{idx['embed_s']:.1f}",
+                f"{idx['embed_s'] / turns * 1e3:.1f}",
+            ],
+        ]
+    lines += ["", markdown_table(header, cells, {1, 2})]
+    header = [
+        "query (k=20)",
+        "p50 ms",
+        "p95 ms",
+        "embed p50",
+        "embed p95",
+        "rest p50",
+        "rest p95",
+    ]
+    keys = ("p50", "p95", "embed_p50", "embed_p95", "rest_p50", "rest_p95")
+    cells = [
+        [
+            f"{run['class']}: recall mode={label}",
+            *(f"{summaries[key]['latency'][label][field]:.2f}" for field in keys),
+        ]
+        for key, run in runs.items()
         for label, _, _ in RUNS
     ]
     lines += ["", markdown_table(header, cells, set(range(1, 7)))]
     return "\n".join(lines)
+
+
+def parse_embedders(text: str) -> list[str]:
+    """``--embedders``: comma-separated keys of :data:`EMBEDDERS`, each once."""
+    keys = [key.strip() for key in text.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in EMBEDDERS]
+    if unknown or not keys or len(set(keys)) != len(keys):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct names from {', '.join(EMBEDDERS)}, comma-separated; got {text!r}"
+        )
+    return keys
+
+
+def default_embedders() -> list[str]:
+    """``local,torch`` when torch can be imported, else ``local`` (saying so on stderr)."""
+    if torch_available():
+        return ["local", "torch"]
+    progress("locomo: torch is not importable: measuring LocalEmbedder only (no comparison)")
+    return ["local"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -386,11 +527,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo_dev5.json")
     parser.add_argument("--n", type=int, default=None, help="only the first N conversations")
     parser.add_argument(
+        "--embedders",
+        type=parse_embedders,
+        default=None,
+        help="which embedders, comma-separated: local (LocalEmbedder, ONNX Runtime), torch"
+        " (TorchEmbedder); default: local,torch when torch can be imported, else local",
+    )
+    parser.add_argument(
         "--threads",
         type=int,
         default=1,
-        help="torch threads (default 1: on a shared 2-core machine, more threads spin against"
-        " other processes and make query embedding several times slower)",
+        help="each embedder's threads (default 1: on a shared 2-core machine, more threads"
+        " spin against other processes and make query embedding several times slower)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument(
@@ -399,30 +547,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.n is not None and args.n < 1:
         parser.error("--n must be positive")
-    if args.threads < 1:
-        parser.error("--threads must be positive")
-    set_threads(args.threads)
+    if not 1 <= args.threads <= 256:
+        parser.error("--threads must be between 1 and 256")
+    embedders = args.embedders if args.embedders is not None else default_embedders()
     with tempfile.TemporaryDirectory(prefix="cortexgraph-locomo-", dir=args.dir) as tmp:
         info = environment(0, Path(tmp))
-        info["torch_threads"] = args.threads
-        result = measure(args.data, Path(tmp), args.n)
+        result = measure(args.data, Path(tmp), args.n, embedders, threads=args.threads)
     info["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     summary = summarise(result)
     progress("locomo: done")
     if args.json:
-        out = {k: v for k, v in result.items() if k not in ("latency_ms", "embed_ms")}
-        print(json.dumps({"environment": info, **out, **summary}, indent=2))
+        print(json.dumps({"environment": info, **json_result(result), **summary}, indent=2))
         return 0
-    print(print_environment(info))
+    print(print_environment(info, result["threads"]))
     print()
     print(format_report(result, summary))
     return 0
 
 
-def print_environment(info: dict[str, Any]) -> str:
+def json_result(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` without the per-query latency lists (the summary has their percentiles)."""
+    lists = ("latency_ms", "embed_ms")
+    return {
+        **result,
+        "runs": {
+            key: {field: value for field, value in run.items() if field not in lists}
+            for key, run in result["runs"].items()
+        },
+    }
+
+
+def print_environment(info: dict[str, Any], threads: int) -> str:
     return (
         f"cortexgraph {info['cortexgraph']}, Python {info['python']}, {info['cpus']} CPUs"
-        f" (torch threads: {info['torch_threads']}),"
+        f" (embedder threads: {threads}),"
         f" {info['platform']}\n1-min load average {info['load_avg_1min_start']} at start,"
         f" {info['load_avg_1min_end']} at end"
     )

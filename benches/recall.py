@@ -13,7 +13,8 @@ deterministic workload of ``benches/_workload.py`` (written with ``sync=False``)
 channel uses :class:`~cortexgraph.embed.HashEmbedder` (384 dimensions, bit-exact, pure
 Python): embedding 100,000 texts with all-MiniLM-L6-v2 would take over an hour on two cores,
 and the HNSW search costs the same for any 384-dimensional unit vectors. ``--minilm`` also
-times MiniLM's query embedding on its own.
+times MiniLM's query embedding on its own (:class:`~cortexgraph.embed.LocalEmbedder`, ONNX
+Runtime, one thread, one query per call).
 
 Queries are 1-4 distinct content words of the workload's vocabulary (no stopwords), drawn
 with a seeded generator. The queries are taken in blocks of 100; each block is asked in
@@ -286,10 +287,8 @@ def minilm_query_times(queries: Sequence[str]) -> list[float]:
     from cortexgraph.embed import LocalEmbedder
 
     progress(f"recall: MiniLM query embedding, {len(queries)} queries")
-    import torch
-
-    torch.set_num_threads(1)  # as benches/locomo.py: more threads spin on a shared machine
-    model = LocalEmbedder()
+    # one ONNX Runtime thread, as benches/locomo.py: more spin on a shared machine
+    model = LocalEmbedder(threads=1)
     model.embed(queries[:4])
     return [timed(lambda q=q: model.embed([q])) for q in queries]
 
@@ -447,7 +446,7 @@ def format_times(result: dict[str, Any], n: int) -> str:
         m = result["minilm_query_ms"]
         cells.append(
             (
-                "MiniLM query embedding p50 / p95 (LocalEmbedder, batch of 1)",
+                "MiniLM query embedding p50 / p95 (LocalEmbedder, 1 thread, batch of 1)",
                 f"{percentile(m, 50):.1f} / {percentile(m, 95):.1f} ms",
             )
         )

@@ -16,8 +16,9 @@ maintenance, replay, proofs) lives in ``benches/merkle.py``, the ``query`` suite
 (``find`` against SQLite, ``traverse``, ``attest``, a profile of ``find``) in
 ``benches/query.py``, the ``recall`` suite (recall latency at ``--n`` memories against
 hnswlib and SQLite FTS5) in ``benches/recall.py`` and the ``locomo`` suite (evidence recall
-on the LoCoMo development split, MiniLM; skipped by ``all`` when ``--data`` does not exist)
-in ``benches/locomo.py``; each also runs on its own.
+on the LoCoMo development split with MiniLM on ONNX Runtime and, when torch can be imported,
+on torch; skipped by ``all`` when ``--data`` does not exist) in ``benches/locomo.py``; each
+also runs on its own.
 
 What the store suite measures, each next to a raw py-lmdb baseline run in the same process
 (see ``benches/README.md`` for the figures on one machine):
@@ -68,7 +69,7 @@ import locomo
 import merkle
 import query
 import recall as recall_suite
-from _report import environment, markdown_table, percentile, progress
+from _report import environment, markdown_table, percentile, progress, torch_available
 from _workload import (
     ACTOR,
     BASE_AT,
@@ -391,8 +392,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="store: writes and resolve against raw LMDB; merkle: Merkle maintenance,"
         " replay and proofs (benches/merkle.py); query: find against SQLite, traverse,"
         " attest (benches/query.py); recall: recall latency against hnswlib and"
-        " FTS5 (benches/recall.py); locomo: LoCoMo evidence recall with MiniLM"
-        " (benches/locomo.py, about 2-5 minutes); all: every suite (default; locomo is"
+        " FTS5 (benches/recall.py); locomo: LoCoMo evidence recall with MiniLM, ONNX and"
+        " torch (benches/locomo.py, about 5-8 minutes); all: every suite (default; locomo is"
         " skipped when --data does not exist)",
     )
     parser.add_argument(
@@ -452,8 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.suite == "locomo" or (args.suite == "all" and args.data.is_file()):
             (root / "locomo").mkdir()
-            locomo.set_threads(1)
-            locomo_result = locomo.measure(args.data, root / "locomo", None)
+            names = ["local", "torch"] if torch_available() else ["local"]
+            locomo_result = locomo.measure(args.data, root / "locomo", None, names)
         elif args.suite == "all":
             progress(f"locomo: skipped, {args.data} does not exist")
     info["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
@@ -471,9 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             out["recall_rows"] = recall_suite.build_rows(recall_result)
             out["recall_times"] = recall_result["times"]
         if locomo_result is not None:
-            out["locomo"] = locomo.summarise(locomo_result)
-            out["locomo"]["index"] = locomo_result["index"]
-            out["locomo"]["hnsw_vs_exact_r10"] = locomo_result["hnsw_vs_exact_r10"]
+            out["locomo"] = {
+                **locomo.json_result(locomo_result),
+                **locomo.summarise(locomo_result),
+            }
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     print(
@@ -509,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         print(recall_suite.format_times(recall_result, args.n))
     if locomo_result is not None:
-        print("\nlocomo suite (LocalEmbedder, all-MiniLM-L6-v2)")
+        print("\nlocomo suite (all-MiniLM-L6-v2)")
         print(locomo.format_report(locomo_result, locomo.summarise(locomo_result)))
     return 0
 
