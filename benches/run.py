@@ -8,6 +8,7 @@ Usage (``make bench`` runs the first)::
     .venv/bin/python benches/run.py --suite query          # only the query tables
     .venv/bin/python benches/run.py --suite recall         # recall latency (benches/recall.py)
     .venv/bin/python benches/run.py --suite locomo         # LoCoMo recall (benches/locomo.py)
+    .venv/bin/python benches/run.py --suite embedders      # the embedders (benches/embedders.py)
     .venv/bin/python benches/run.py --n 20000 --json
     .venv/bin/python benches/run.py --dir /mnt/ssd/tmp     # where the stores live
 
@@ -15,9 +16,11 @@ The ``store`` suite is described below; the ``merkle`` suite (writes with and wi
 maintenance, replay, proofs) lives in ``benches/merkle.py``, the ``query`` suite
 (``find`` against SQLite, ``traverse``, ``attest``, a profile of ``find``) in
 ``benches/query.py``, the ``recall`` suite (recall latency at ``--n`` memories against
-hnswlib and SQLite FTS5) in ``benches/recall.py`` and the ``locomo`` suite (evidence recall
+hnswlib and SQLite FTS5) in ``benches/recall.py``, the ``locomo`` suite (evidence recall
 on the LoCoMo development split with MiniLM on ONNX Runtime and, when torch can be imported,
-on torch; skipped by ``all`` when ``--data`` does not exist) in ``benches/locomo.py``; each
+on torch) in ``benches/locomo.py`` and the ``embedders`` suite (the embedders' throughput,
+model load, query embedding and the CLI's recall, on LoCoMo turns) in
+``benches/embedders.py``; ``all`` skips the last two when ``--data`` does not exist. Each
 also runs on its own.
 
 What the store suite measures, each next to a raw py-lmdb baseline run in the same process
@@ -65,6 +68,7 @@ from typing import Any
 import cbor2
 
 import cortexgraph as cg
+import embedders
 import locomo
 import merkle
 import query
@@ -387,21 +391,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--suite",
-        choices=("store", "merkle", "query", "recall", "locomo", "all"),
+        choices=("store", "merkle", "query", "recall", "locomo", "embedders", "all"),
         default="all",
         help="store: writes and resolve against raw LMDB; merkle: Merkle maintenance,"
         " replay and proofs (benches/merkle.py); query: find against SQLite, traverse,"
         " attest (benches/query.py); recall: recall latency against hnswlib and"
         " FTS5 (benches/recall.py); locomo: LoCoMo evidence recall with MiniLM, ONNX and"
-        " torch (benches/locomo.py, about 5-8 minutes); all: every suite (default; locomo is"
-        " skipped when --data does not exist)",
+        " torch (benches/locomo.py, about 5-8 minutes); embedders: the embedders' speed,"
+        " model load and the CLI's recall (benches/embedders.py, about 3 minutes); all:"
+        " every suite (default; locomo and embedders are skipped when --data does not"
+        " exist)",
     )
     parser.add_argument(
         "--data",
         type=Path,
         default=locomo.DEFAULT_DATA,
-        help="the LoCoMo file (locomo_dev5.json) for --suite locomo (default:"
-        " $CORTEXGRAPH_LOCOMO)",
+        help="the LoCoMo file (locomo_dev5.json) for the locomo and embedders suites"
+        " (default: $CORTEXGRAPH_LOCOMO)",
     )
     parser.add_argument(
         "--n",
@@ -428,6 +434,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     query_result: dict[str, Any] | None = None
     recall_result: dict[str, Any] | None = None
     locomo_result: dict[str, Any] | None = None
+    embedders_result: dict[str, Any] | None = None
+    # the torch side of the locomo and embedders suites, when torch can be imported
+    torch = torch_available()
     with tempfile.TemporaryDirectory(prefix="cortexgraph-bench-", dir=args.dir) as tmp:
         root = Path(tmp)
         info = environment(args.n, root)
@@ -453,10 +462,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.suite == "locomo" or (args.suite == "all" and args.data.is_file()):
             (root / "locomo").mkdir()
-            names = ["local", "torch"] if torch_available() else ["local"]
+            names = ["local", "torch"] if torch else ["local"]
             locomo_result = locomo.measure(args.data, root / "locomo", None, names)
         elif args.suite == "all":
             progress(f"locomo: skipped, {args.data} does not exist")
+        if args.suite == "embedders" or (args.suite == "all" and args.data.is_file()):
+            (root / "embedders").mkdir()
+            embedders_result = embedders.measure(args.data, root / "embedders", torch=torch)
+        elif args.suite == "all":
+            progress(f"embedders: skipped, {args.data} does not exist")
     info["load_avg_1min_end"] = round(os.getloadavg()[0], 2)
     progress("done")
     if args.json:
@@ -476,6 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 **locomo.json_result(locomo_result),
                 **locomo.summarise(locomo_result),
             }
+        if embedders_result is not None:
+            out["embedders"] = embedders.json_result(embedders_result)
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     print(
@@ -513,6 +529,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if locomo_result is not None:
         print("\nlocomo suite (all-MiniLM-L6-v2)")
         print(locomo.format_report(locomo_result, locomo.summarise(locomo_result)))
+    if embedders_result is not None:
+        print("\nembedders suite")
+        print(embedders.format_report(embedders_result))
     return 0
 
 
