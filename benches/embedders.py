@@ -651,10 +651,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dir", type=Path, default=None, help="parent of the CLI's store (default: TMPDIR)"
     )
     args = parser.parse_args(argv)
-    if not args.data.is_file():
-        parser.error(
-            f"the LoCoMo file {args.data} does not exist: pass --data or set CORTEXGRAPH_LOCOMO"
-        )
+    locomo.require_data(parser, args.data)
     torch = not args.no_torch and torch_available()
     if not args.no_torch and not torch:
         progress("embedders: torch is not importable: the torch side is left out")

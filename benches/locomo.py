@@ -328,7 +328,7 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
     """Per embedder, recall@k per mode (overall and per category) and latency percentiles
     per mode; and, when both ran, the default embedder against the torch model."""
     runs = {key: summarise_run(run) for key, run in result["runs"].items()}
-    out: dict[str, Any] = {"runs": runs, "comparison": None}
+    out: dict[str, Any] = {"summaries": runs, "comparison": None}
     if "local" in runs and "torch" in runs:
         default, torch = result["runs"]["local"], result["runs"]["torch"]
         out["comparison"] = {
@@ -379,7 +379,7 @@ def _met(ok: bool) -> str:
 
 
 def format_report(result: dict[str, Any], summary: dict[str, Any]) -> str:
-    runs, summaries = result["runs"], summary["runs"]
+    runs, summaries = result["runs"], summary["summaries"]
     names = ", ".join(f"{run['class']} ({run['embedder']})" for run in runs.values())
     lines = [
         f"LoCoMo dev split: {', '.join(result['conversations'])}; {result['questions']}"
@@ -522,6 +522,14 @@ def default_embedders() -> list[str]:
     return ["local"]
 
 
+def require_data(parser: argparse.ArgumentParser, data: Path) -> None:
+    """Stop with a usage error naming ``--data`` when the LoCoMo file is not there."""
+    if not data.is_file():
+        parser.error(
+            f"the LoCoMo file {data} does not exist: pass --data or set CORTEXGRAPH_LOCOMO"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="locomo_dev5.json")
@@ -545,6 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--dir", type=Path, default=None, help="parent of the temporary stores (default: TMPDIR)"
     )
     args = parser.parse_args(argv)
+    require_data(parser, args.data)
     if args.n is not None and args.n < 1:
         parser.error("--n must be positive")
     if not 1 <= args.threads <= 256:

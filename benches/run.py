@@ -397,8 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         " replay and proofs (benches/merkle.py); query: find against SQLite, traverse,"
         " attest (benches/query.py); recall: recall latency against hnswlib and"
         " FTS5 (benches/recall.py); locomo: LoCoMo evidence recall with MiniLM, ONNX and"
-        " torch (benches/locomo.py, about 5-8 minutes); embedders: the embedders' speed,"
-        " model load and the CLI's recall (benches/embedders.py, about 3 minutes); all:"
+        " torch (benches/locomo.py, about 2 minutes); embedders: the embedders' speed,"
+        " model load and the CLI's recall (benches/embedders.py, about 2 minutes); all:"
         " every suite (default; locomo and embedders are skipped when --data does not"
         " exist)",
     )
