@@ -144,6 +144,15 @@ def turn_texts(path: Path) -> list[str]:
     ]
 
 
+def question_texts(path: Path) -> list[str]:
+    """Every question of the file, conversation by conversation, in the file's order."""
+    return [
+        qa["question"]
+        for sample in json.loads(path.read_text(encoding="utf-8"))
+        for qa in sample["qa"]
+    ]
+
+
 def load(path: Path) -> list[dict[str, Any]]:
     """Conversations: ``{"id", "turns": [{dia, session, speaker, text, at}], "questions"}``."""
     conversations = []
