@@ -36,9 +36,11 @@ The bytes are reproducible because everything runs on one thread: with torch's a
 default thread counts the forward passes and the PCA sum in another order, which changes the
 last bits of some float16 values. model2vec's model card (a README that names the output
 directory) and ``modules.json`` (for sentence-transformers) are not written, and the
-configuration names the base model rather than the local path it was read from. A different
-CPU, torch or transformers may still change the bytes; the committed files stay the
-reference, and ``--check`` says whether this machine reproduces them.
+configuration names the base model rather than the local path it was read from. The
+committed files were made on x86-64 with torch 2.13.0 (CPU build), transformers 5.24.0,
+skeletoken 0.6.1, numpy 2.4.6 and safetensors 0.8.0 (model2vec declares transformers<5.4;
+5.24 worked). A different CPU or library version may still change the bytes; the committed
+files stay the reference, and ``--check`` says whether this machine reproduces them.
 """
 
 from __future__ import annotations

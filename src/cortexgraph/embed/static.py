@@ -55,6 +55,7 @@ __all__ = ["StaticEmbedder"]
 MODEL_NAME = "all-MiniLM-L6-v2:static-1"
 MODEL_DIM = 384
 INSTALL_HINT = "pip install 'cortexgraph[static]'"
+REINSTALL_HINT = "reinstall the model: pip install --force-reinstall cortexgraph-minilm-static"
 #: the sha256 of each file the embedder reads, as ``tools/distill_static.py`` made them
 MODEL_SHA256 = {
     "model.safetensors": "0f3aa4335a0c00b8cf6c4a777fe69cc895d7abeed7a7f3b81676b93e04c272fb",
@@ -73,14 +74,14 @@ def _read_verified(directory: Path, name: str) -> bytes:
     except OSError as exc:
         raise EmbedderError(
             f"cannot read the static model file {name} in {directory}"
-            f" ({exc.strerror or exc}); reinstall the model: {INSTALL_HINT}"
+            f" ({exc.strerror or exc}); {REINSTALL_HINT}"
         ) from exc
     digest = hashlib.sha256(data).hexdigest()
     if digest != MODEL_SHA256[name]:
         raise EmbedderError(
-            f"the static model file {name} in {directory} has sha256 {digest}, but"
-            f" {MODEL_NAME} is {MODEL_SHA256[name]}: the file is damaged or from another"
-            f" model; reinstall it: {INSTALL_HINT}"
+            f"the static model file {name} in {directory} has sha256 {digest}, not the"
+            f" {MODEL_SHA256[name]} of {MODEL_NAME}: it is damaged or from another model;"
+            f" {REINSTALL_HINT}"
         )
     return data
 
