@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed-dev
 PIP    := $(BIN)/python -m pip --disable-pip-version-check -q
 # The model files of the embedders are distributions in models/; they are installed from here
 # first, so that the extras that name them resolve without an index.
-MODELS := ./models/minilm-onnx
+MODELS := ./models/minilm-onnx ./models/minilm-static
 # Only the `torch` extra needs torch, and `make test` does not install it. A plain `torch`
 # requirement would pull a CUDA build of several GB; torch 2.13.0 (CPU build) is installed
 # first and pinned in the same resolve, so pip never swaps it. Override on other machines:
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml $(wildcard models/*/pyproject.toml models/*/src/*/__ini
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install $(MODELS)
-	$(PIP) install -e '.[dev,local,http]'
+	$(PIP) install -e '.[dev,local,static,http]'
 	@touch $(STAMP)
 
 $(TORCH_STAMP): $(STAMP)

@@ -21,7 +21,7 @@ import pytest
 
 from cortexgraph.embed import Embedder, HashEmbedder, HttpEmbedder
 from cortexgraph.errors import EmbedderError, MissingExtraError, ValidationError
-from embed_texts import PARAPHRASES, flat, pair_cosines, run_python
+from embed_samples import PARAPHRASES, flat, pair_cosines, run_python
 
 ROOT = Path(__file__).resolve().parents[1]
 

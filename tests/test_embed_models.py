@@ -30,7 +30,14 @@ from hypothesis import strategies as st
 import cortexgraph as cg
 from cortexgraph.embed import Embedder, HashEmbedder, LocalEmbedder, TorchEmbedder, embedder_for
 from cortexgraph.errors import CortexError, EmbedderError, MissingExtraError, ValidationError
-from embed_texts import PARAPHRASES, SEMANTIC_PARAPHRASES, flat, pair_cosines, run_python
+from embed_samples import (
+    PARAPHRASES,
+    REFUSE_NETWORK,
+    SEMANTIC_PARAPHRASES,
+    flat,
+    pair_cosines,
+    run_python,
+)
 
 REFERENCE = Path(__file__).parent / "fixtures" / "embeddings" / "minilm_torch.json"
 T0 = 1_700_000_000_000
@@ -39,18 +46,8 @@ NO_TORCH = "the torch extra is not installed (make test-torch installs it and ru
 # Blocks every socket connection and name lookup before anything is imported, then embeds
 # the texts of argv[1] (JSON) with the embedder's keyword arguments of argv[2] and prints
 # their digest and the vectors.
-NO_NETWORK_SCRIPT = """
-import socket, sys
-
-def refuse(*args, **kwargs):
-    raise RuntimeError(f"network access attempted: {args!r}")
-
-socket.socket.connect = refuse
-socket.socket.connect_ex = refuse
-socket.create_connection = refuse
-socket.getaddrinfo = refuse
-
-import hashlib, json
+NO_NETWORK_SCRIPT = REFUSE_NETWORK + """
+import hashlib, json, sys
 from cortexgraph.embed import LocalEmbedder
 
 texts, kwargs = json.loads(sys.argv[1]), json.loads(sys.argv[2])

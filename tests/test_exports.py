@@ -55,6 +55,7 @@ PUBLIC = [
     "ScopeView",
     "SnapshotManifest",
     "Source",
+    "StaticEmbedder",
     "Stats",
     "StorageError",
     "StorageFullError",

@@ -88,7 +88,7 @@ sys.modules["cortexgraph"] = package
 for name in {modules!r}:
     importlib.import_module(name)
 shell = {{"lmdb", "hnswlib", "torch", "httpx", "sentence_transformers", "onnxruntime",
-         "tokenizers"}}
+         "tokenizers", "safetensors"}}
 pure = ("cortexgraph.core", "cortexgraph.errors")
 bad = [m for m in sys.modules if m.split(".")[0] in shell
        or (m.startswith("cortexgraph.") and not m.startswith(pure))]

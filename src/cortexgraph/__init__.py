@@ -35,7 +35,14 @@ from .core.taxonomy import (
 )
 from .core.uri import MemoryURI
 from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
-from .embed import Embedder, HashEmbedder, HttpEmbedder, LocalEmbedder, TorchEmbedder
+from .embed import (
+    Embedder,
+    HashEmbedder,
+    HttpEmbedder,
+    LocalEmbedder,
+    StaticEmbedder,
+    TorchEmbedder,
+)
 from .errors import (
     AlreadyOpenError,
     BatchNoJournalError,
@@ -111,6 +118,7 @@ __all__ = [
     "ScopeView",
     "SnapshotManifest",
     "Source",
+    "StaticEmbedder",
     "Stats",
     "StorageError",
     "StorageFullError",

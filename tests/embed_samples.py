@@ -1,5 +1,9 @@
-"""Texts and helpers shared by the embedder tests: paraphrase pairs, cosines within and
-across pairs, and a fresh interpreter to run code in."""
+"""What the embedder tests share: paraphrase pairs, their cosines, and a fresh interpreter
+with the network refused.
+
+Each sentence of one pair is unrelated to the sentences of the other pairs, so a cosine
+within a pair can be compared with every cosine across pairs.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +16,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Paraphrase pairs in the vocabulary of agent memories; every sentence of one pair is
-# unrelated to the sentences of the other pairs.
+# Paraphrase pairs in the vocabulary of agent memories.
 PARAPHRASES = [
     ("The API is deployed by Argo CD", "Argo CD deploys the API"),
     ("Never run database migrations from CI", "Database migrations must not be run from CI"),
@@ -34,6 +37,20 @@ SEMANTIC_PARAPHRASES = [
     ("Stock prices fell sharply", "Share values dropped a lot on the market"),
 ]
 
+# The start of a script for run_python: every socket connection and name lookup raises, so
+# whatever the script imports afterwards provably works offline.
+REFUSE_NETWORK = """
+import socket
+
+def refuse(*args, **kwargs):
+    raise RuntimeError(f"network access attempted: {args!r}")
+
+socket.socket.connect = refuse
+socket.socket.connect_ex = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+"""
+
 
 def pair_cosines(vectors: np.ndarray, n_pairs: int) -> tuple[list[float], list[float]]:
     """Cosines within each pair (rows 2i, 2i+1) and across pairs."""
@@ -47,7 +64,7 @@ def pair_cosines(vectors: np.ndarray, n_pairs: int) -> tuple[list[float], list[f
 
 
 def flat(pairs: list[tuple[str, str]]) -> list[str]:
-    """The texts of ``pairs``, pair by pair."""
+    """The pairs' sentences in order: pair i is rows 2i and 2i+1."""
     return [text for pair in pairs for text in pair]
 
 
@@ -64,5 +81,3 @@ def run_python(code: str, env: dict[str, str], timeout: float = 180) -> str:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
-
-
