@@ -68,7 +68,7 @@ from _report import (
     progress,
     torch_available,
 )
-from cortexgraph.embed import Embedder, LocalEmbedder, TorchEmbedder
+from cortexgraph.embed import Embedder, HashEmbedder, LocalEmbedder, StaticEmbedder, TorchEmbedder
 
 REPO = Path(__file__).resolve().parent.parent
 #: where the LoCoMo development split is (``--data`` overrides; empty: not given)
@@ -88,8 +88,32 @@ TARGET_HYBRID_R10 = 0.65
 TARGET_HNSW_R10 = 0.95
 #: the default embedder's hybrid R@10 minus the torch model's, at most this far from 0
 TARGET_DELTA_R10 = 0.01
-#: ``--embedders`` key -> the embedder's class; each is made with ``threads=...``
-EMBEDDERS: dict[str, Callable[..., Embedder]] = {"local": LocalEmbedder, "torch": TorchEmbedder}
+
+
+def static_embedder(threads: int = 1) -> Embedder:
+    """:class:`~cortexgraph.StaticEmbedder` (its lookups use no threads: ``threads`` is
+    accepted for the common signature only)."""
+    return StaticEmbedder()
+
+
+def hash_embedder(threads: int = 1) -> Embedder:
+    """:class:`~cortexgraph.HashEmbedder` at 384 dimensions (``threads`` is ignored)."""
+    return HashEmbedder()
+
+
+#: ``--embedders`` key -> the embedder's class (or maker); each is made with ``threads=...``
+EMBEDDERS: dict[str, Callable[..., Embedder]] = {
+    "local": LocalEmbedder,
+    "torch": TorchEmbedder,
+    "static": static_embedder,
+    "hash": hash_embedder,
+}
+CLASS_NAMES = {
+    "local": "LocalEmbedder",
+    "torch": "TorchEmbedder",
+    "static": "StaticEmbedder",
+    "hash": "HashEmbedder",
+}
 #: the figures an earlier prototype measured for this recipe (R0: no keyword context)
 PROTOTYPE_R0 = {"keyword": 0.655, "vector": 0.563, "hybrid": 0.742}
 
@@ -251,7 +275,7 @@ def measure_embedder(
     conversations: list[dict[str, Any]], root: Path, key: str, threads: int
 ) -> dict[str, Any]:
     """Index every conversation with the embedder ``key`` and ask it every question."""
-    progress(f"locomo: loading all-MiniLM-L6-v2 ({EMBEDDERS[key].__name__}, threads={threads})")
+    progress(f"locomo: loading all-MiniLM-L6-v2 ({CLASS_NAMES[key]}, threads={threads})")
     start = _clock()
     embedder = TimedEmbedder(EMBEDDERS[key](threads=threads))
     model_load = _clock() - start
@@ -315,7 +339,7 @@ def measure_embedder(
             cx.close()
     return {
         "embedder": embedder.name,
-        "class": EMBEDDERS[key].__name__,
+        "class": CLASS_NAMES[key],
         "model_load_s": model_load,
         "index": index,
         "per_question": per_question,
@@ -548,7 +572,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=parse_embedders,
         default=None,
         help="which embedders, comma-separated: local (LocalEmbedder, ONNX Runtime), torch"
-        " (TorchEmbedder); default: local,torch when torch can be imported, else local",
+        " (TorchEmbedder), static (StaticEmbedder), hash (HashEmbedder); default: local,torch"
+        " when torch can be"
+        " imported, else local",
     )
     parser.add_argument(
         "--threads",

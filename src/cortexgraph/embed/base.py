@@ -24,10 +24,12 @@ class Embedder(Protocol):
     """What the recall layer needs from an embedder.
 
     ``embed(texts)`` returns a ``float32`` array of shape ``(len(texts), dim)`` whose rows
-    are L2-normalised, so a dot product is a cosine. A text with nothing to embed (for
-    :class:`HashEmbedder`, one with no word characters, such as ``""`` or ``"--"``) gives a
-    zero row, whose cosine with anything is 0. Model-based embedders give every text,
-    the empty one included, a unit vector.
+    are L2-normalised, so a dot product is a cosine. A text with nothing to embed gives a
+    zero row, whose cosine with anything is 0: for :class:`HashEmbedder`, one with no word
+    characters, such as ``""`` or ``"--"``; for :class:`StaticEmbedder`, one with no word
+    piece of its vocabulary, such as ``""``. The transformer embedders
+    (:class:`LocalEmbedder`, :class:`TorchEmbedder`) give every text, the empty one
+    included, a unit vector.
 
     Implementations validate their input like the built-in ones: ``texts`` must be a
     sequence of ``str`` (a bare ``str`` is refused, since it would be embedded character by

@@ -93,7 +93,7 @@ class TorchEmbedder:
     Raises:
         MissingExtraError: the ``torch`` extra is not installed (``.extra == "torch"``; the
             message says ``pip install 'cortexgraph[torch]'``). It is also an ``ImportError``.
-        ValidationError: ``batch_size`` is out of range.
+        ValidationError: ``batch_size`` or ``threads`` is out of range.
     """
 
     name = MODEL_NAME
