@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ..errors import CortexError, EmbedderError, ValidationError
 
-__all__ = ["Embedder", "check_texts", "embed_checked", "normalize_rows"]
+__all__ = ["Embedder", "check_int", "check_texts", "embed_checked", "normalize_rows"]
 
 
 @runtime_checkable
@@ -50,6 +50,21 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Embed ``texts`` into a ``(len(texts), dim)`` float32 array of unit rows."""
         ...
+
+
+def check_int(field: str, value: object, low: int, high: int, *, optional: bool = False) -> None:
+    """Check an embedder's int argument: an int (not a bool) in ``[low, high]``, or ``None``
+    when ``optional``.
+
+    Raises:
+        ValidationError: ``.field == field``; the message says what was expected.
+    """
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"expected an int, got {type(value).__name__}", field=field)
+    if not low <= value <= high:
+        raise ValidationError(f"must be between {low} and {high}, got {value}", field=field)
 
 
 def check_texts(texts: object) -> list[str]:

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import EmbedderError, MissingExtraError, ValidationError
-from .base import check_texts, normalize_rows
+from .base import check_int, check_texts, normalize_rows
 
 if TYPE_CHECKING:
     import httpx
@@ -107,9 +107,9 @@ class HttpEmbedder:
             raise ValidationError("expected a non-empty str", field="model")
         if api_key is not None and (not isinstance(api_key, str) or not api_key):
             raise ValidationError("expected a non-empty str or None", field="api_key")
-        _check_int("dim", dim, 1, 1 << 20, optional=True)
-        _check_int("batch_size", batch_size, 1, 2048)
-        _check_int("retries", retries, 0, 100)
+        check_int("dim", dim, 1, 1 << 20, optional=True)
+        check_int("batch_size", batch_size, 1, 2048)
+        check_int("retries", retries, 0, 100)
         _check_number("timeout", timeout, positive=True)
         _check_number("backoff", backoff, positive=False)
         self._httpx = _import_httpx()
@@ -274,15 +274,6 @@ def _parse_retry_after(value: str) -> float | None:
     if math.isnan(seconds):
         return None
     return max(0.0, seconds)
-
-
-def _check_int(field: str, value: object, low: int, high: int, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValidationError(f"expected an int, got {type(value).__name__}", field=field)
-    if not low <= value <= high:
-        raise ValidationError(f"must be between {low} and {high}, got {value}", field=field)
 
 
 def _check_number(field: str, value: object, *, positive: bool) -> None:

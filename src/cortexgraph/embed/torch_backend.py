@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from ..errors import EmbedderError, MissingExtraError, ValidationError
-from .base import check_texts, normalize_rows
+from ..errors import EmbedderError, MissingExtraError
+from .base import check_int, check_texts, normalize_rows
 
 __all__ = ["TorchEmbedder"]
 
@@ -100,20 +100,8 @@ class TorchEmbedder:
     dim = MODEL_DIM
 
     def __init__(self, *, batch_size: int = 64, threads: int | None = 1) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-            raise ValidationError(
-                f"expected an int, got {type(batch_size).__name__}", field="batch_size"
-            )
-        if not 1 <= batch_size <= 4096:
-            raise ValidationError(
-                f"must be between 1 and 4096, got {batch_size}", field="batch_size"
-            )
-        if threads is not None and (
-            isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 256
-        ):
-            raise ValidationError(
-                f"expected None or an int 1..256, got {threads!r}", field="threads"
-            )
+        check_int("batch_size", batch_size, 1, 4096)
+        check_int("threads", threads, 1, 256, optional=True)
         self._batch_size = batch_size
         self._threads = threads
         self._model, self._torch = _load_model()
