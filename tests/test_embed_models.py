@@ -24,11 +24,18 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cortexgraph as cg
-from cortexgraph.embed import Embedder, HashEmbedder, LocalEmbedder, TorchEmbedder, embedder_for
+from cortexgraph.embed import (
+    Embedder,
+    HashEmbedder,
+    LocalEmbedder,
+    StaticEmbedder,
+    TorchEmbedder,
+    embedder_for,
+)
 from cortexgraph.errors import CortexError, EmbedderError, MissingExtraError, ValidationError
 from embed_samples import (
     PARAPHRASES,
@@ -180,30 +187,56 @@ POOL = [
 ]
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+_SHIPPED: dict[str, Embedder] = {}
+
+
+def shipped(kind: str) -> Embedder:
+    """One instance per shipped embedder for the module (the torch one skips without the
+    torch extra)."""
+    if kind not in _SHIPPED:
+        if kind == "torch":
+            pytest.importorskip("torch", reason=NO_TORCH)
+            pytest.importorskip("sentence_transformers", reason=NO_TORCH)
+        makers = {
+            "hash": HashEmbedder,
+            "local": LocalEmbedder,
+            "static": StaticEmbedder,
+            "torch": TorchEmbedder,
+        }
+        _SHIPPED[kind] = makers[kind]()
+    return _SHIPPED[kind]
+
+
+def with_batch(embedder: Embedder, batch_size: int) -> Embedder:
+    """``embedder`` with another batch size, sharing its loaded model (loading is the slow
+    part); embedders without a batch size are returned as they are."""
+    if not hasattr(embedder, "_batch_size"):
+        return embedder
+    clone = object.__new__(type(embedder))
+    clone.__dict__.update(embedder.__dict__)
+    clone._batch_size = batch_size  # type: ignore[attr-defined]
+    return clone
+
+
+@pytest.mark.parametrize(
+    "kind", ["hash", "local", "static", pytest.param("torch", marks=pytest.mark.torch)]
 )
+@settings(max_examples=25, deadline=None)
 @given(
     picks=st.lists(st.integers(0, len(POOL) - 1), min_size=1, max_size=12),
     batch_size=st.integers(1, 8),
 )
-def test_local_embedder_vectors_do_not_depend_on_the_batch(
-    local: LocalEmbedder, picks: list[int], batch_size: int
+def test_every_shipped_embedder_is_batch_invariant(
+    kind: str, picks: list[int], batch_size: int
 ) -> None:
     """A text's bytes are the same alone and in any batch: any companions, any position,
-    repeated or not, any batch size."""
-    alone = {i: local.embed([POOL[i]]).tobytes() for i in set(picks)}
-    together = LocalEmbedder.embed(_with_batch(local, batch_size), [POOL[i] for i in picks])
+    repeated or not, any batch size, for every embedder the package ships with a model
+    (the HTTP one's bytes are the server's)."""
+    embedder = shipped(kind)
+    alone = {i: embedder.embed([POOL[i]]).tobytes() for i in set(picks)}
+    together = with_batch(embedder, batch_size).embed([POOL[i] for i in picks])
     for row, i in enumerate(picks):
         assert together[row].tobytes() == alone[i], (POOL[i][:40], row, batch_size)
-
-
-def _with_batch(local: LocalEmbedder, batch_size: int) -> LocalEmbedder:
-    """``local`` with another batch size, sharing its loaded model (loading is the slow part)."""
-    clone = object.__new__(LocalEmbedder)
-    clone.__dict__.update(local.__dict__)
-    clone._batch_size = batch_size
-    return clone
 
 
 def test_local_embedder_is_thread_safe(local: LocalEmbedder) -> None:
@@ -371,9 +404,9 @@ def torch_model() -> TorchEmbedder:
 
 @pytest.mark.torch
 def test_the_reference_vectors_are_the_torch_models(torch_model: TorchEmbedder) -> None:
-    """The stored reference is what the torch model computes, one text per call."""
+    """The stored reference is what the torch model computes."""
     texts, stored = reference()
-    np.testing.assert_allclose(TorchEmbedder(batch_size=1).embed(texts), stored, atol=1e-6)
+    np.testing.assert_allclose(torch_model.embed(texts), stored, atol=1e-6)
 
 
 @pytest.mark.torch

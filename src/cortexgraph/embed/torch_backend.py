@@ -68,8 +68,11 @@ class TorchEmbedder:
     """Sentence embeddings from all-MiniLM-L6-v2 on torch, computed on the CPU, offline.
 
     Its vectors are named ``"all-MiniLM-L6-v2"`` (the name stores embedded before the ONNX
-    default recorded). They depend in the last bits on which texts share a batch (up to
-    about 1.6e-7): prefer :class:`~cortexgraph.LocalEmbedder`, whose bytes do not.
+    default recorded). Each text runs in a forward pass of its own, so its bytes are the
+    same alone and in any call (batched passes changed the last bits, up to about 1.6e-7,
+    even without padding); batching gained torch little on the CPU. Prefer
+    :class:`~cortexgraph.LocalEmbedder`: the same vectors to a cosine of 0.9999996, three
+    times faster, without torch.
 
     Semantic: paraphrases score high even without shared words ("car" ~ "automobile"). The
     model reads at most 256 word pieces per text (about 180 English words); the rest of a
@@ -86,23 +89,20 @@ class TorchEmbedder:
     30 ms with one thread and 255 ms with two. Raise it on an idle many-core machine.
 
     Args:
-        batch_size: texts per forward pass (1 to 4096); larger is faster and uses more memory.
         threads: torch intra-op threads during ``embed``, 1 to 256, or ``None`` to leave
             torch's own setting alone.
 
     Raises:
         MissingExtraError: the ``torch`` extra is not installed (``.extra == "torch"``; the
             message says ``pip install 'cortexgraph[torch]'``). It is also an ``ImportError``.
-        ValidationError: ``batch_size`` or ``threads`` is out of range.
+        ValidationError: ``threads`` is out of range.
     """
 
     name = MODEL_NAME
     dim = MODEL_DIM
 
-    def __init__(self, *, batch_size: int = 64, threads: int | None = 1) -> None:
-        check_int("batch_size", batch_size, 1, 4096)
+    def __init__(self, *, threads: int | None = 1) -> None:
         check_int("threads", threads, 1, 256, optional=True)
-        self._batch_size = batch_size
         self._threads = threads
         self._model, self._torch = _load_model()
         # sentence-transformers 5.x renamed get_sentence_embedding_dimension.
@@ -112,7 +112,7 @@ class TorchEmbedder:
             raise EmbedderError(f"the packaged model has dimension {dim}, not {MODEL_DIM}")
 
     def __repr__(self) -> str:
-        return f"TorchEmbedder(batch_size={self._batch_size}, threads={self._threads})"
+        return f"TorchEmbedder(threads={self._threads})"
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Embed ``texts`` into a ``(len(texts), 384)`` float32 array of unit rows.
@@ -121,22 +121,25 @@ class TorchEmbedder:
             ValidationError: ``texts`` is not a sequence of str (``field == "texts"``).
         """
         items = check_texts(texts)
+        pooled = np.zeros((len(items), MODEL_DIM), dtype=np.float32)
         if not items:
-            return np.zeros((0, MODEL_DIM), dtype=np.float32)
+            return pooled
         before = self._torch.get_num_threads()
         if self._threads is not None and self._threads != before:
             self._torch.set_num_threads(self._threads)
         try:
-            vectors = self._model.encode(
-                items,
-                batch_size=self._batch_size,
-                show_progress_bar=False,
-                convert_to_numpy=True,
-                normalize_embeddings=True,
-            )
+            # one text per forward pass: torch's kernels round differently for different
+            # batch shapes (even unpadded ones), so only a pass of its own keeps a text's
+            # bytes independent of the other texts of the call
+            for i, text in enumerate(items):
+                pooled[i] = self._model.encode(
+                    [text],
+                    batch_size=1,
+                    show_progress_bar=False,
+                    convert_to_numpy=True,
+                    normalize_embeddings=False,
+                )[0]
         finally:
             if self._torch.get_num_threads() != before:
                 self._torch.set_num_threads(before)
-        # The model already normalises; renormalising in float64 makes every row's norm
-        # 1 within float32 rounding whatever torch did.
-        return normalize_rows(np.asarray(vectors))
+        return normalize_rows(pooled)
