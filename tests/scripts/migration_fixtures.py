@@ -230,10 +230,11 @@ def claude_memory(path: Path) -> None:
              "suggested" if i % 7 == 3 else "active")
         )  # fmt: skip
     for n, (a, b, rel, strength, both, status) in enumerate(edges):
+        created = f"2026-05-{1 + n % 28:02d}T08:00:00Z"
         db.execute(
             "INSERT INTO edges VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (_uuid("edge", n), a, b, rel, strength, both, status, f"2026-05-{1 + n % 28:02d}T08:00:00Z"),
-        )  # fmt: skip
+            (_uuid("edge", n), a, b, rel, strength, both, status, created),
+        )
     for n in range(3):
         db.execute(
             "INSERT INTO extractions VALUES (?, ?, ?, ?)",

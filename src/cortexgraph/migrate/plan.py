@@ -308,8 +308,6 @@ def apply_plan(
     check_plan(plan)
     now = cx.clock.now_ms() if at is None else at  # one reading for the whole file
     skipped = list(plan.skipped)
-    total = len(plan.items) + len(plan.links)
-    done = 0
     uris: dict[str, MemoryURI] = {}
     old: dict[str, str] = {}  # key -> status of a memory an earlier import wrote
     fresh: list[Item] = []
@@ -344,6 +342,7 @@ def apply_plan(
             skipped.append((link.locator, "an end was tombstoned after an earlier import"))
             continue
         links.append(link)
+    total, done = len(fresh) + len(links), 0
     with cx.batch() as b:
         for item in fresh:
             with _located(item.locator):
@@ -370,8 +369,6 @@ def apply_plan(
         for item in fresh:
             for status in _STATUS_MOVES[item.status]:
                 set_status(b, uris[item.key].id, status, at=now if item.at is None else item.at)
-    if progress is not None and done < total:
-        progress(total, total)
     return MigrationReport(
         format=plan.format,
         imported={"memories": len(fresh), "edges": len(links)},
