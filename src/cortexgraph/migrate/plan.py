@@ -272,7 +272,8 @@ def check_plan(plan: Plan) -> None:
         for end, key in (("from", link.src), ("to", link.dst)):
             if key not in seen:
                 raise ValidationError(
-                    f"{link.locator}: the relation's {end!r} end {key!r} is no record of the file",
+                    f"{link.locator}: unknown {end!r} end {key!r}: the file has no record"
+                    " with that name or id",
                     field=end,
                 )
 
