@@ -27,13 +27,22 @@ relation naming an unknown entity is a ``ValidationError`` naming the line.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..core.taxonomy import Constraint, Event, Fact, Goal, Memory, Pattern, Preference, Source
 from ..errors import ValidationError
-from .plan import Item, Link, Plan, as_tag, make_memory, read_source, require, source_tag
+from .plan import (
+    Item,
+    Link,
+    Plan,
+    as_tag,
+    make_memory,
+    parse_json,
+    read_source,
+    require,
+    source_tag,
+)
 
 __all__ = ["FORMAT", "RELATION_MAP", "read_mcp_memory"]
 
@@ -80,22 +89,11 @@ def read_mcp_memory(path: Path, *, actor: str) -> Plan:
     relations: list[tuple[str, dict[str, Any]]] = []
     for number, raw in enumerate(read_source(path).split(b"\n"), start=1):
         where = f"line {number}"
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise ValidationError(
-                f"{where}: invalid UTF-8 at byte {error.start}", field="line"
-            ) from None
-        if not line.strip():
+        if not raw.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValidationError(
-                f"{where}: not JSON ({error.msg} at column {error.colno}); is this an"
-                " mcp-memory JSON Lines file?",
-                field="line",
-            ) from None
+        record = parse_json(
+            raw, first_line=number, field="line", hint="is this an mcp-memory JSON Lines file?"
+        )
         kind = record.get("type") if isinstance(record, dict) else None
         if kind == "entity":
             require(record, "name", str, where)

@@ -28,7 +28,6 @@ Mapping:
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from .plan import (
     Plan,
     as_tag,
     make_memory,
+    parse_json,
     parse_time,
     read_source,
     require,
@@ -65,22 +65,12 @@ def read_mem0(path: Path, *, actor: str, owner: str | None = None) -> Plan:
             (``results[N]`` is named).
     """
     owner = actor if owner is None else owner
-    data = read_source(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValidationError(
-            f"line {line}: invalid UTF-8 at byte {error.start}", field="path"
-        ) from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ValidationError(
-            f"line {error.lineno}: not JSON ({error.msg} at column {error.colno}); a mem0"
-            " import reads the JSON document of Memory.get_all()",
-            field="path",
-        ) from None
+    document = parse_json(
+        read_source(path),
+        first_line=1,
+        field="path",
+        hint="a mem0 import reads the JSON document of Memory.get_all()",
+    )
     results = document.get("results") if isinstance(document, dict) else document
     if not isinstance(results, list):
         raise ValidationError(

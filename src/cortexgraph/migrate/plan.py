@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -47,6 +48,7 @@ __all__ = [
     "apply_plan",
     "as_tag",
     "make_memory",
+    "parse_json",
     "parse_time",
     "read_source",
     "require",
@@ -218,6 +220,30 @@ def read_source(path: Path) -> bytes:
         raise ValidationError(f"no such file: {path}", field="path") from None
     except OSError as error:
         raise ValidationError(f"cannot read {path}: {error.strerror}", field="path") from None
+
+
+def parse_json(data: bytes, *, first_line: int, field: str, hint: str) -> Any:
+    """The JSON value ``data`` (UTF-8) holds; ``first_line`` is the file line it starts at.
+
+    Raises:
+        ValidationError: naming ``field`` and the line of the invalid UTF-8 or the JSON
+            error; ``hint`` says what the file should have been.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = first_line + data.count(b"\n", 0, error.start)
+        raise ValidationError(
+            f"line {line}: invalid UTF-8 at byte {error.start}", field=field
+        ) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValidationError(
+            f"line {first_line + error.lineno - 1}: not JSON ({error.msg} at column"
+            f" {error.colno}); {hint}",
+            field=field,
+        ) from None
 
 
 def parse_time(value: object, *, where: str, field: str) -> int:
