@@ -22,6 +22,7 @@ import pytest
 import cortexgraph as cg
 from cortexgraph.core.signals import read_access
 from cortexgraph.migrate import FORMATS, MigrationReport, import_from
+from cortexgraph.migrate import plan as plan_module
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "migration"
 T0 = 1_700_000_000_000
@@ -336,9 +337,9 @@ def test_progress_counts_up_to_the_total(open_store: Callable[[str], cg.Cortex])
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
 
-def test_report_to_json(open_store: Callable[[str], cg.Cortex]) -> None:
+def test_report_to_json() -> None:
     """``to_json`` gives the format, the counts and each skip as ``{"at", "reason"}``."""
-    report = MigrationReport("mem0", {"memories": 1, "edges": 0}, [("results[2]", "empty")])
+    report = MigrationReport({"memories": 1, "edges": 0}, [("results[2]", "empty")], "mem0")
     assert report.to_json() == {
         "format": "mem0",
         "imported": {"memories": 1, "edges": 0},
@@ -514,3 +515,49 @@ def test_a_failure_inside_the_batch_rolls_everything_back(
     with pytest.raises(KeyboardInterrupt):
         import_from(cx, "claude-memory-sqlite", FIXTURES / "claude-memory.db", progress=stop)
     assert cx.table_digests() == before and cx.seq == 0
+
+
+def _writer_between_lookup_and_batch(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """Make another write commit during the look-ups of each of the first ``times``
+    attempts to import the mcp-memory fixture, as a concurrent writer would (an
+    import's look-ups run before its batch, since ``find`` reads committed state).
+    Returns the store's seq at the start of each attempt's look-ups."""
+    real = plan_module._find_imported
+    first = plan_module.source_tag("mcp-memory", "Alice Chen")  # looked up first
+    attempts: list[int] = []
+
+    def find_then_interfere(store: cg.Cortex, tag: str) -> object:
+        if tag == first:
+            attempts.append(store.seq)
+            if len(attempts) <= times:
+                store.write(cg.Fact(text=f"written concurrently {len(attempts)}"))
+        return real(store, tag)
+
+    monkeypatch.setattr(plan_module, "_find_imported", find_then_interfere)
+    return attempts
+
+
+def test_a_concurrent_write_makes_the_import_look_again(
+    monkeypatch: pytest.MonkeyPatch, open_store: Callable[[str], cg.Cortex]
+) -> None:
+    """When another write commits between the look-ups and the batch, the import runs
+    its look-ups again and then imports everything once."""
+    cx = open_store("agent")
+    attempts = _writer_between_lookup_and_batch(monkeypatch, times=1)
+    report = import_from(cx, "mcp-memory", FIXTURES / "mcp-memory.jsonl")
+    assert attempts == [0, 1]  # looked up again after the concurrent write
+    assert report.imported == {"memories": 31, "edges": 37}
+    assert len(imported(cx, "from:mcp-memory")) == 31
+    assert cx.find(cg.Q.type(cg.Fact) & ~cg.Q.tag("from:mcp-memory"), limit=5).matched == 1
+
+
+def test_an_import_that_keeps_being_overtaken_gives_up_whole(
+    monkeypatch: pytest.MonkeyPatch, open_store: Callable[[str], cg.Cortex]
+) -> None:
+    """If other writes keep committing in between, the import stops with a CortexError
+    after three attempts, and none of its records were written."""
+    cx = open_store("agent")
+    _writer_between_lookup_and_batch(monkeypatch, times=3)
+    with pytest.raises(cg.CortexError, match="3 attempts"):
+        import_from(cx, "mcp-memory", FIXTURES / "mcp-memory.jsonl")
+    assert imported(cx, "from:mcp-memory") == []

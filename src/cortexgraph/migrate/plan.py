@@ -38,7 +38,7 @@ from ..core.predicates import Q
 from ..core.taxonomy import Memory
 from ..core.uri import MemoryURI
 from ..cortex import Cortex
-from ..errors import ValidationError
+from ..errors import CortexError, ValidationError
 
 __all__ = [
     "Item",
@@ -67,6 +67,7 @@ _STATUS_MOVES = {
 _SAFE_KEY = re.compile(r"[a-z0-9][a-z0-9._-]*")
 _UNTAGGABLE = re.compile(r"[\s\x00-\x1f\x7f]+")
 _MAX_TAG = 64
+_ATTEMPTS = 3
 
 
 @attrs.frozen
@@ -74,17 +75,17 @@ class MigrationReport:
     """What an import did.
 
     Attributes:
-        format: the source format's name (one of ``FORMATS``).
         imported: how many of each kind were written, e.g. ``{"memories": 50, "edges": 20}``.
         skipped: ``(locator, reason)`` for each record not imported, e.g.
             ``("line 7", "already imported as cx://...")``; a locator is ``"line N"``
             (1-based) in a JSON Lines file, ``"results[N]"`` (0-based) in a JSON document
             and ``"<table> row N"`` (the rowid) in a SQLite database.
+        format: the source format's name (one of ``FORMATS``).
     """
 
-    format: str
     imported: dict[str, int]
     skipped: list[tuple[str, str]]
+    format: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready rendering: ``{"format", "imported", "skipped": [{"at", "reason"}]}``."""
@@ -331,9 +332,30 @@ def apply_plan(
 
     Raises:
         ValidationError: a bad record (naming its locator); the store is unchanged.
+        CortexError: other writers kept changing the store between the look-ups of
+            earlier imports and the batch (three times); nothing was imported.
     """
     check_plan(plan)
     now = cx.clock.now_ms() if at is None else at  # one reading for the whole file
+    for _ in range(_ATTEMPTS):
+        try:
+            return _apply_once(cx, plan, now, progress)
+        except _StoreMoved:
+            continue
+    raise CortexError(
+        f"another writer changed the store during each of {_ATTEMPTS} attempts to import;"
+        " nothing was imported, try again"
+    )
+
+
+class _StoreMoved(Exception):
+    """Another writer committed between the look-ups and the batch."""
+
+
+def _apply_once(cx: Cortex, plan: Plan, now: int, progress: Progress | None) -> MigrationReport:
+    """One attempt of :func:`apply_plan`: look up what earlier imports wrote, then write
+    the rest in one batch, unless the store changed in between (``_StoreMoved``)."""
+    seen_seq = cx.seq  # find reads committed state, so the look-ups run before the batch
     skipped = list(plan.skipped)
     uris: dict[str, MemoryURI] = {}
     old: dict[str, str] = {}  # key -> status of a memory an earlier import wrote
@@ -371,6 +393,8 @@ def apply_plan(
         links.append(link)
     total, done = len(fresh) + len(links), 0
     with cx.batch() as b:
+        if b.txn.last_seq() != seen_seq:
+            raise _StoreMoved
         for item in fresh:
             with _located(item.locator):
                 written = b.write(item.memory, ns=item.ns, at=now if item.at is None else item.at)
@@ -397,9 +421,9 @@ def apply_plan(
             for status in _STATUS_MOVES[item.status]:
                 set_status(b, uris[item.key].id, status, at=now if item.at is None else item.at)
     return MigrationReport(
-        format=plan.format,
         imported={"memories": len(fresh), "edges": len(links)},
         skipped=skipped,
+        format=plan.format,
     )
 
 
