@@ -471,6 +471,11 @@ BAD_INPUTS: dict[str, tuple[str, Callable[[Path], Path], str, str]] = {
         lambda tmp: _sqlite(tmp, "UPDATE edges SET relation_type = 'likes' WHERE rowid = 6;"),
         "relation_type", "edges row 6",
     ),
+    "sqlite negative access count": (
+        "claude-memory-sqlite",
+        lambda tmp: _sqlite(tmp, "UPDATE memories SET access_count = -2 WHERE rowid = 7;"),
+        "access_count", "memories row 7",
+    ),
     "missing file": ("mem0", lambda tmp: tmp / "absent.json", "path", "no such file"),
 }  # fmt: skip
 

@@ -227,6 +227,9 @@ def _item(where: str, row: dict[str, Any]) -> Item:
         fields["text"] = _one_line(summary) or _one_line(first) or "code"
     if cls is Event:
         fields.update(kind="progress", occurred_at=created)
+    accesses = _number(row, "access_count", where, int, 0)
+    if accesses < 0:
+        raise ValidationError(f"{where}: access_count {accesses} is negative", field="access_count")
     return Item(
         key=key,
         locator=where,
@@ -234,7 +237,7 @@ def _item(where: str, row: dict[str, Any]) -> Item:
         ns="default",
         at=created,
         status=_STATUS_MAP[status],
-        access_count=_number(row, "access_count", where, int, 0),
+        access_count=accesses,
         last_access=_time(row, "last_accessed_at", where),
     )
 

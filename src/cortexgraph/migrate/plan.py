@@ -12,8 +12,10 @@ Idempotence: every imported memory carries two tags, ``from:<format>`` and a *so
 (:func:`source_tag`) derived from the record's id in the source. Before the batch opens,
 each item's source tag is looked up in the store (whatever the memory's status, tombstoned
 included); a memory already there is not written again, and an edge already there is
-not added again. Running an import twice therefore imports nothing the second time, and
-a memory the user tombstoned after importing it does not come back.
+not added again. (If another writer commits between the look-ups and the batch, the
+batch is abandoned and the look-ups run again.) Running an import twice therefore
+imports nothing the second time, and a memory the user tombstoned after importing it
+does not come back.
 
 Order inside the batch: the writes (in file order), the edges, the accesses (an access
 of an archived memory would restore it), then the lifecycle statuses.
