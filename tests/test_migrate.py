@@ -432,7 +432,7 @@ BAD_INPUTS: dict[str, tuple[str, Callable[[Path], Path], str, str]] = {
         "claude-memory-sqlite", lambda tmp: _sqlite(tmp, "DROP TABLE edges;"), "edges", "edges"
     ),
     "sqlite wrong format file (JSON)": (
-        "claude-memory-sqlite", lambda tmp: FIXTURES / "mem0.json", "path", "not a SQLite"
+        "claude-memory-sqlite", lambda tmp: FIXTURES / "mem0.json", "path", "not a readable SQLite"
     ),
     "sqlite invalid UTF-8": (
         "claude-memory-sqlite",
@@ -475,6 +475,11 @@ BAD_INPUTS: dict[str, tuple[str, Callable[[Path], Path], str, str]] = {
         "claude-memory-sqlite",
         lambda tmp: _sqlite(tmp, "UPDATE memories SET access_count = -2 WHERE rowid = 7;"),
         "access_count", "memories row 7",
+    ),
+    "sqlite damaged database": (
+        "claude-memory-sqlite",
+        lambda tmp: _bytes((FIXTURES / "claude-memory.db").read_bytes()[:20000])(tmp),
+        "path", "not a readable SQLite database",
     ),
     "missing file": ("mem0", lambda tmp: tmp / "absent.json", "path", "no such file"),
 }  # fmt: skip

@@ -98,7 +98,9 @@ def read_claude_sqlite(path: Path, *, actor: str) -> Plan:
             (``<table> row N`` is named).
     """
     del actor
-    read_source(path)[:0]  # a missing or unreadable file is reported like the other formats
+    if not path.is_file():
+        read_source(path)  # reports a missing or unreadable file as the other formats do
+        raise ValidationError(f"not a file: {path}", field="path")
     try:
         db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error as error:
@@ -107,6 +109,12 @@ def read_claude_sqlite(path: Path, *, actor: str) -> Plan:
         db.text_factory = bytes
         memories = _rows(db, "memories", _MEMORY_COLUMNS)
         edges = _rows(db, "edges", _EDGE_COLUMNS)
+    except sqlite3.DatabaseError as error:
+        raise ValidationError(
+            f"not a readable SQLite database ({error}); a claude-memory-sqlite import reads"
+            " the plugin's cortex.db",
+            field="path",
+        ) from None
     finally:
         db.close()
     items = [_item(f"memories row {rowid}", row) for rowid, row in memories]
@@ -119,15 +127,13 @@ def read_claude_sqlite(path: Path, *, actor: str) -> Plan:
 def _rows(
     db: sqlite3.Connection, table: str, columns: tuple[str, ...]
 ) -> list[tuple[int, dict[str, Any]]]:
-    """Every row of ``table`` as ``(rowid, {column: value})``, text decoded, by rowid."""
-    try:
-        found = db.execute(f"SELECT name FROM pragma_table_info('{table}')").fetchall()
-    except sqlite3.DatabaseError as error:
-        raise ValidationError(
-            f"not a SQLite database ({error}); a claude-memory-sqlite import reads the"
-            " plugin's cortex.db",
-            field="path",
-        ) from None
+    """Every row of ``table`` as ``(rowid, {column: value})``, text decoded, by rowid.
+
+    Raises:
+        ValidationError: the table or a column is missing, or a text is not UTF-8.
+        sqlite3.DatabaseError: the file is not a database, or a damaged one.
+    """
+    found = db.execute(f"SELECT name FROM pragma_table_info('{table}')").fetchall()
     if not found:
         raise ValidationError(
             f"no table {table!r}: not a claude-memory-sqlite database", field=table
