@@ -354,6 +354,29 @@ def _mcp(*lines: str) -> bytes:
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 
+def test_claude_sqlite_access_counts_are_capped(
+    open_store: Callable[[str], cg.Cortex], tmp_path: Path
+) -> None:
+    """A row claiming a billion reads journals at most MAX_ACCESSES of them (the import
+    stays bounded), while the other rows keep their counts."""
+    from cortexgraph.migrate.claude_sqlite import MAX_ACCESSES
+
+    db = sqlite3.connect(FIXTURES / "claude-memory.db")
+    db.row_factory = sqlite3.Row
+    rows = db.execute("SELECT id, access_count FROM memories ORDER BY rowid").fetchall()
+    db.close()
+    path = _sqlite(
+        tmp_path, f"UPDATE memories SET access_count = 1000000000 WHERE id = '{rows[0]['id']}';"
+    )
+    cx = open_store("agent")
+    import_from(cx, "claude-memory-sqlite", path)
+    with cx._handle.reading() as txn:  # the access counters have no public reader
+        capped, _ = read_access(txn, one(cx, "claude-memory-sqlite:" + rows[0]["id"]).uri.id)
+        kept, _ = read_access(txn, one(cx, "claude-memory-sqlite:" + rows[1]["id"]).uri.id)
+    assert capped == MAX_ACCESSES
+    assert kept == rows[1]["access_count"] < MAX_ACCESSES
+
+
 ENTITY_A = '{"type":"entity","name":"A","entityType":"x","observations":["one"]}'
 ENTITY_B = '{"type":"entity","name":"B","entityType":"x","observations":[]}'
 

@@ -18,7 +18,10 @@ Mapping (the table is in ``docs/migration.md``):
   ``source_type`` (:data:`ORIGIN_MAP`, else ``system``).
 - ``status``: active, archived and pruned as they are; superseded becomes ``merged``
   (replaced by another memory) with the tag ``superseded``.
-- ``access_count`` accesses are journaled, the last at ``last_accessed_at``.
+- ``access_count`` accesses are journaled, the last at ``last_accessed_at``; at most
+  :data:`MAX_ACCESSES` of them, so that a corrupt or hostile count cannot make an import
+  write without bound (salience reads the count relative to the store's largest, so the
+  cap changes nothing below it).
 - edges keep their relation, strength and status; ``supersedes`` edges have origin
   ``human`` (the plugin lets only people supersede), the others ``system``. A
   bidirectional edge is imported in both directions.
@@ -44,6 +47,9 @@ from ..errors import ValidationError
 from .plan import Item, Link, Plan, as_tag, make_memory, parse_time, read_source, source_tag
 
 __all__ = ["FORMAT", "ORIGIN_MAP", "TYPE_MAP", "read_claude_sqlite"]
+
+#: the most reads journaled for one memory (``access_count`` above it is imported as this)
+MAX_ACCESSES = 1_000
 
 FORMAT = "claude-memory-sqlite"
 
@@ -236,6 +242,7 @@ def _item(where: str, row: dict[str, Any]) -> Item:
     accesses = _number(row, "access_count", where, int, 0)
     if accesses < 0:
         raise ValidationError(f"{where}: access_count {accesses} is negative", field="access_count")
+    accesses = min(accesses, MAX_ACCESSES)
     return Item(
         key=key,
         locator=where,
