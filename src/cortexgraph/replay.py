@@ -133,20 +133,22 @@ def _replay(
     append: bool,
     total: int,
     progress: Progress | None,
+    after: int = 0,
     on_entry: Callable[[int, bytes, bytes], None] | None = None,
     checkpoints: Iterable[int] = (),
     on_checkpoint: Callable[[int], None] | None = None,
 ) -> int:
     """Apply ``entries`` (seq, bytes) in order onto the derived state in ``txn``.
 
-    Returns the number of entries applied. Raises ``CorruptionError`` naming the seq of the
-    first entry that cannot be decoded or applied. ``on_entry(seq, bytes, mmr leaf hash)``
-    is called after each entry.
+    ``after`` is the seq the derived state in ``txn`` already reflects (0: none), so the
+    entries must start at ``after + 1``. Returns the seq of the last entry applied. Raises
+    ``CorruptionError`` naming the seq of the first entry that cannot be decoded or
+    applied. ``on_entry(seq, bytes, mmr leaf hash)`` is called after each entry.
     """
     writer = EntryWriter(identity)
     stops = sorted(set(checkpoints))
     stop_at = 0
-    size = 0
+    size = after
     for seq, data in entries:
         if seq != size + 1:
             raise ReplayError(size + 1, f"journal entry {size + 1} is missing (next is {seq})")
