@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -28,7 +29,7 @@ from .core.journal import Entry, decode_entry
 from .core.keys import seq_key
 from .core.predicates import Predicate
 from .core.signals import max_in_degree, read_in_degree, read_weights
-from .core.state import Record
+from .core.state import HeadState, Record
 from .core.uri import MemoryURI, check_name
 from .embed import Embedder
 from .embedding import backfill_embeddings
@@ -608,16 +609,31 @@ class Cortex:
             yield from chunk
 
     def stats(self) -> Stats:
-        """Counts taken in one read: journal length, memories, and entries per table."""
+        """Counts taken in one read: journal length, memories by type and status, edges,
+        entries per table, sizes and the OverallRoot (see :class:`Stats`)."""
+        by_type: Counter[str] = Counter()
+        by_status: Counter[str] = Counter()
         with self._handle.reading() as txn:
             tables = {name: self._handle.env.table_entries(txn, name) for name in TABLES}
-            return Stats(
-                seq=txn.last_seq(),
-                memories=tables["heads"],
-                tables=tables,
-                map_size=self._handle.env.map_size(),
-                hash_name=self.hash_name,
-            )
+            with txn.cursor("heads") as cur:
+                for _, value in cur:
+                    head = HeadState.decode(bytes(value))
+                    by_type[head.type_name] += 1
+                    by_status[head.status] += 1
+            seq = txn.last_seq()
+            root = roots(self.hash_name, txn.get, seq)[2]
+        return Stats(
+            seq=seq,
+            memories=tables["heads"],
+            tables=tables,
+            map_size=self._handle.env.map_size(),
+            hash_name=self.hash_name,
+            by_type=dict(sorted(by_type.items())),
+            by_status=dict(sorted(by_status.items())),
+            edges=tables["edges"] // 2,  # each edge is stored under its out and its in key
+            overall_root=root,
+            file_bytes=(self.path / "data.mdb").stat().st_size,
+        )
 
     def table_digests(self) -> dict[str, str]:
         """A BLAKE3 hex digest of every table's keys and values, taken in one read.

@@ -59,11 +59,13 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_LINE_BYTES",
     "ImportReport",
+    "JournalFile",
     "JournalHeader",
     "export_journal",
     "export_markdown",
     "import_journal",
-    "read_header",
+    "read_journal",
+    "readable",
     "render_entry",
 ]
 
@@ -139,13 +141,14 @@ class ImportReport:
 # rendering
 
 
-def _readable(value: Any) -> Any:
+def readable(value: Any) -> Any:
+    """``value`` with every ``bytes`` in it as hex, lists and dicts walked."""
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, dict):
-        return {k: _readable(v) for k, v in value.items()}
+        return {k: readable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_readable(v) for v in value]
+        return [readable(v) for v in value]
     return value
 
 
@@ -157,7 +160,7 @@ def render_entry(entry: Entry) -> dict[str, Any]:
         "at": entry.at,
         "op": entry.op,
         "ns": entry.ns,
-        **_readable(dict(entry.fields)),
+        **readable(dict(entry.fields)),
     }
 
 
@@ -404,16 +407,6 @@ def _parse_header(value: dict[str, Any] | None) -> JournalHeader:
     )
 
 
-def read_header(source: BinaryIO | str | os.PathLike[str]) -> JournalHeader:
-    """The header of a journal export (its first line), checked.
-
-    Raises:
-        JournalFileError: the first line is not a valid header.
-    """
-    with _binary(source) as stream:
-        return _parse_header(_Lines(stream).next())
-
-
 def _parse_entry(
     lines: _Lines, value: dict[str, Any], header: JournalHeader, seq: int
 ) -> bytes:
@@ -456,39 +449,56 @@ def _parse_entry(
     return data
 
 
-def _read_file(
-    stream: IO[bytes], cx: Cortex, progress: Progress | None
-) -> tuple[JournalHeader, list[tuple[int, int, bytes]]]:
-    """Read and check the whole file; returns its header and (line, seq, bytes) of each
-    entry. Touches no store."""
-    lines = _Lines(stream)
-    header = _parse_header(lines.next())
-    if header.actor != cx.actor:
-        raise JournalFileError(
-            f"the file holds actor {header.actor!r}'s journal; this store is actor"
-            f" {cx.actor!r}'s",
-            line=1,
-        )
-    if header.hash_name != cx.hash_name:
-        raise JournalFileError(
-            f"the file's entries were committed with {header.hash_name}; this store hashes"
-            f" with {cx.hash_name}",
-            line=1,
-        )
-    total = header.last_seq - header.since
-    entries: list[tuple[int, int, bytes]] = []
-    while (value := lines.next()) is not None:
-        seq = header.since + len(entries) + 1
-        entries.append((lines.number, seq, _parse_entry(lines, value, header, seq)))
-        if progress is not None and len(entries) % _PROGRESS_EVERY == 0:
-            progress(len(entries), 2 * total)
+@attrs.frozen
+class JournalFile:
+    """A journal export read and checked line by line (:func:`read_journal`), not yet
+    applied to any store.
+
+    Attributes:
+        header: its header.
+        entries: ``(line number, seq, canonical CBOR)`` of each entry, in seq order.
+    """
+
+    header: JournalHeader
+    entries: tuple[tuple[int, int, bytes], ...] = attrs.field(repr=lambda e: f"<{len(e)}>")
+
+
+def read_journal(
+    source: BinaryIO | str | os.PathLike[str], *, progress: Progress | None = None
+) -> JournalFile:
+    """Read a journal export and check every line, touching no store.
+
+    Each line must be whole, UTF-8, JSON, at most :data:`MAX_LINE_BYTES`; the header must
+    name this format and version; each entry line must hold the next seq, the header's
+    actor, base64 that decodes to a canonical journal entry, and a rendering and op that
+    agree with it; the file must hold exactly the entries the header promises.
+
+    Args:
+        source: the file's path, or a binary stream (open it with ``"rb"``).
+        progress: called as ``progress(done, total)`` with the entries read so far.
+
+    Raises:
+        JournalFileError: naming the line at fault.
+    """
+    with _binary(source) as stream:
+        lines = _Lines(stream)
+        header = _parse_header(lines.next())
+        total = header.last_seq - header.since
+        entries: list[tuple[int, int, bytes]] = []
+        while (value := lines.next()) is not None:
+            seq = header.since + len(entries) + 1
+            entries.append((lines.number, seq, _parse_entry(lines, value, header, seq)))
+            if progress is not None and len(entries) % _PROGRESS_EVERY == 0:
+                progress(len(entries), total)
     if len(entries) != total:
         raise JournalFileError(
             f"the file ends after entry {header.since + len(entries)}, but its header"
             f" promises entries up to {header.last_seq}: the file is truncated",
             line=lines.number + 1,
         )
-    return header, entries
+    if progress is not None:
+        progress(total, total)
+    return JournalFile(header, tuple(entries))
 
 
 # ---------------------------------------------------------------------------
@@ -497,16 +507,18 @@ def _read_file(
 
 def import_journal(
     cx: Cortex,
-    source: BinaryIO | str | os.PathLike[str],
+    source: JournalFile | BinaryIO | str | os.PathLike[str],
     *,
     progress: Progress | None = None,
 ) -> ImportReport:
     """Replay a journal export into ``cx``, all or nothing (see the module doc).
 
     Args:
-        source: the file's path, or a binary stream (open it with ``"rb"``).
+        source: the file's path, a binary stream (open it with ``"rb"``), or a file
+            :func:`read_journal` already read and checked.
         progress: called as ``progress(done, total)``; ``total`` is twice the file's
-            entries: each is counted once when read and checked, once when applied.
+            entries: each is counted once when read and checked, once when applied (a
+            :class:`JournalFile` counts as read).
 
     Returns:
         An :class:`ImportReport`.
@@ -520,8 +532,25 @@ def import_journal(
     h = cx._handle
     if h.active_batch() is not None:
         raise CortexError("cannot import a journal inside a batch")
-    with _binary(source) as stream:
-        header, entries = _read_file(stream, cx, progress)
+    if isinstance(source, JournalFile):
+        journal = source
+    else:
+        journal = read_journal(
+            source, progress=None if progress is None else lambda d, t: progress(d, 2 * t)
+        )
+    header, entries = journal.header, journal.entries
+    if header.actor != cx.actor:
+        raise JournalFileError(
+            f"the file holds actor {header.actor!r}'s journal; this store is actor"
+            f" {cx.actor!r}'s",
+            line=1,
+        )
+    if header.hash_name != cx.hash_name:
+        raise JournalFileError(
+            f"the file's entries were committed with {header.hash_name}; this store hashes"
+            f" with {cx.hash_name}",
+            line=1,
+        )
     total = 2 * len(entries)
     line_of = {seq: line for line, seq, _ in entries}
 
