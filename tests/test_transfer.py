@@ -314,7 +314,8 @@ def test_import_from_path_and_checked_file(
     source: cg.Cortex, stores: Callable[[str], cg.Cortex], tmp_path: Path
 ) -> None:
     """A path and an already checked JournalFile import the same as a stream; progress
-    ends at twice the entries (read, then applied)."""
+    ends at twice the entries from a path (read, then applied), at the entries from a
+    JournalFile (applied only)."""
     path = tmp_path / "export.jsonl"
     path.write_bytes(exported(source))
     seen: list[tuple[int, int]] = []
@@ -323,7 +324,9 @@ def test_import_from_path_and_checked_file(
     assert target.overall_root() == source.overall_root()
     assert seen[-1] == (20, 20)
     other = stores("other")
-    import_journal(other, read_journal(path))
+    seen.clear()
+    import_journal(other, read_journal(path), progress=lambda d, t: seen.append((d, t)))
+    assert seen[-1] == (10, 10)
     assert other.overall_root() == source.overall_root()
     with path.open("r") as text, pytest.raises(JournalFileError, match="binary mode"):
         import_journal(other, text)  # type: ignore[arg-type]
@@ -392,6 +395,18 @@ BAD_FILES: list[tuple[str, Callable[[Lines], object], int | None, str]] = [
     ("empty file", lambda ls: ls.clear(), 1, "the file is empty"),
     ("not JSON", lambda ls: ls.__setitem__(5, b"{not json\n"), 6, "not JSON"),
     ("not an object", lambda ls: ls.__setitem__(5, b"[5]\n"), 6, "not a JSON object"),
+    (
+        "huge integer",
+        lambda ls: ls.__setitem__(5, b'{"seq": ' + b"1" * 5000 + b"}\n"),
+        6,
+        "not JSON this import reads",
+    ),
+    (
+        "deep nesting",
+        lambda ls: ls.__setitem__(5, b"[" * 100_000 + b"]" * 100_000 + b"\n"),
+        6,
+        "not JSON",
+    ),
     ("blank line", lambda ls: ls.insert(5, b"\n"), 6, "not JSON"),
     ("missing cbor", _delete(5, "cbor"), 6, "missing field.*cbor"),
     ("missing seq", _delete(5, "seq"), 6, "missing field.*seq"),

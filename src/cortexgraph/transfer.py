@@ -366,6 +366,8 @@ class _Lines:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise self.error(f"not JSON: {exc.msg} at column {exc.colno}") from None
+        except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; nesting
+            raise self.error(f"not JSON this import reads: {exc}") from None
         if type(value) is not dict:
             raise self.error(f"not a JSON object but {type(value).__name__}")
         return value
@@ -516,9 +518,9 @@ def import_journal(
     Args:
         source: the file's path, a binary stream (open it with ``"rb"``), or a file
             :func:`read_journal` already read and checked.
-        progress: called as ``progress(done, total)``; ``total`` is twice the file's
-            entries: each is counted once when read and checked, once when applied (a
-            :class:`JournalFile` counts as read).
+        progress: called as ``progress(done, total)``. Given a path or a stream,
+            ``total`` is twice the file's entries: each is counted once when read and
+            checked, once when applied; given a :class:`JournalFile`, it is the entries.
 
     Returns:
         An :class:`ImportReport`.
@@ -533,11 +535,12 @@ def import_journal(
     if h.active_batch() is not None:
         raise CortexError("cannot import a journal inside a batch")
     if isinstance(source, JournalFile):
-        journal = source
+        journal, offset = source, 0
     else:
         journal = read_journal(
             source, progress=None if progress is None else lambda d, t: progress(d, 2 * t)
         )
+        offset = len(journal.entries)
     header, entries = journal.header, journal.entries
     if header.actor != cx.actor:
         raise JournalFileError(
@@ -551,7 +554,7 @@ def import_journal(
             f" with {cx.hash_name}",
             line=1,
         )
-    total = 2 * len(entries)
+    total = offset + len(entries)
     line_of = {seq: line for line, seq, _ in entries}
 
     def apply_all(txn: WriteTxn) -> ImportReport:
@@ -577,7 +580,7 @@ def import_journal(
 
         def step(done: int, _: int) -> None:
             if progress is not None:
-                progress(len(entries) + skipped + done - last, total)
+                progress(offset + skipped + done - last, total)
 
         try:
             end = _replay(
