@@ -250,3 +250,20 @@ def test_progress_bar_only_on_a_terminal_without_json(
         args[args.index("--root") + 1] = str(tmp_path / "copy3")
     code, _, err = run(capsys, *args)
     assert code == 0 and "100%" in err
+
+
+def test_stats_of_a_store_whose_derived_tables_are_dropped(
+    store: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Between drop_derived and rebuild there is no root to give: stats reports the
+    journal and no root (null), instead of failing on the missing Merkle nodes."""
+    from cortexgraph.replay import drop_derived
+
+    with cg.open(tmp_path / "src", "agent") as cx:
+        drop_derived(cx._handle)
+    code, out, _ = run(capsys, "stats", *store, "--json")
+    stats = json.loads(out)
+    assert code == 0
+    assert (stats["seq"], stats["memories"], stats["overall_root"]) == (5, 0, None)
+    code, out, _ = run(capsys, "stats", *store)
+    assert "root: none (rebuild first)" in out

@@ -27,6 +27,7 @@ from .core.graph import check_traversal
 from .core.hashing import hash_function
 from .core.journal import Entry, decode_entry
 from .core.keys import seq_key
+from .core.mmr import mmr_node_count
 from .core.predicates import Predicate
 from .core.signals import max_in_degree, read_in_degree, read_weights
 from .core.state import HeadState, Record
@@ -621,7 +622,9 @@ class Cortex:
                     by_type[head.type_name] += 1
                     by_status[head.status] += 1
             seq = txn.last_seq()
-            root = roots(self.hash_name, txn.get, seq)[2]
+            # no root while the derived tables are dropped (until a rebuild fills them)
+            built = tables["mmr"] == mmr_node_count(seq)
+            root = roots(self.hash_name, txn.get, seq)[2] if built else None
         return Stats(
             seq=seq,
             memories=tables["heads"],

@@ -60,7 +60,8 @@ class Stats:
         hash_name: the store's hash.
         by_type, by_status: memories per type name and per status (sorted by name).
         edges: how many edges (active and suggested).
-        overall_root: the OverallRoot at ``seq``.
+        overall_root: the OverallRoot at ``seq``; None while the derived tables are
+            dropped (``replay.drop_derived``) and not rebuilt yet.
     """
 
     seq: int
@@ -71,7 +72,7 @@ class Stats:
     by_type: dict[str, int] = attrs.field(factory=dict)
     by_status: dict[str, int] = attrs.field(factory=dict)
     edges: int = 0
-    overall_root: bytes = b""
+    overall_root: bytes | None = None
     file_bytes: int = 0
 
 

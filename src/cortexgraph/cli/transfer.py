@@ -109,6 +109,7 @@ def cmd_stats(args: argparse.Namespace, out: Output) -> int:
             "overall_root": stats.overall_root,
         }
     )
+    root = stats.overall_root
     counts = ", ".join(f"{n:,} {name}" for name, n in stats.by_type.items()) or "none"
     statuses = ", ".join(f"{n:,} {name}" for name, n in stats.by_status.items()) or "none"
     lines = [
@@ -117,7 +118,7 @@ def cmd_stats(args: argparse.Namespace, out: Output) -> int:
         f"  by type:   {counts}",
         f"  by status: {statuses}",
         f"  size: {stats.file_bytes:,} bytes on disk, map {stats.map_size:,} bytes",
-        f"  root: {stats.overall_root.hex()} ({stats.hash_name})",
+        f"  root: {'none (rebuild first)' if root is None else root.hex()} ({stats.hash_name})",
     ]
     out.emit(data, "\n".join(lines))
     return 0
