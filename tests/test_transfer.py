@@ -1,4 +1,4 @@
-"""Journal export and import (cortexgraph.transfer): round trips that reproduce the
+"""Journal export and import (cortexgraph.io): round trips that reproduce the
 OverallRoot and every table, incremental and repeated imports, the Markdown view, and
 every kind of bad file refused with a JournalFileError naming its line, the store
 unchanged."""
@@ -21,14 +21,14 @@ from tests.strategies import memories, memory_changes
 import cortexgraph as cg
 from cortexgraph.core.journal import Entry, encode_entry
 from cortexgraph.errors import JournalFileError
-from cortexgraph.store.env import CACHE_TABLES
-from cortexgraph.transfer import (
+from cortexgraph.io import (
     MAX_LINE_BYTES,
     export_journal,
     export_markdown,
     import_journal,
     read_journal,
 )
+from cortexgraph.store.env import CACHE_TABLES
 
 AGENT_TYPES = (cg.Fact, cg.Goal, cg.Preference, cg.Constraint, cg.Pattern, cg.Event, cg.ArtifactRef)
 RELATIONS = ("relates_to", "derived_from", "contradicts", "refines", "exemplifies")
@@ -351,7 +351,7 @@ def _set(index: int, **fields: Any) -> Callable[[Lines], None]:
 def _forged(lines: Lines, index: int, make: Callable[[Entry], Entry]) -> None:
     """Replace line ``index`` by a well-formed line for a different entry."""
     from cortexgraph.core.journal import decode_entry
-    from cortexgraph.transfer import render_entry
+    from cortexgraph.io import render_entry
 
     old = json.loads(lines[index])
     entry = make(decode_entry(base64.b64decode(old["cbor"])))
@@ -448,7 +448,7 @@ BAD_FILES: list[tuple[str, Callable[[Lines], object], int | None, str]] = [
         "wrong root",
         _set(0, overall_root="ab" * 32),
         1,
-        "OverallRoot is [0-9a-f]{64}, but the header says abab",
+        "OverallRoot at seq 10 would be [0-9a-f]{64}, not abab",
     ),
     (
         "history diverges",
@@ -462,7 +462,7 @@ BAD_FILES: list[tuple[str, Callable[[Lines], object], int | None, str]] = [
             ls, 5, lambda e: Entry(e.seq, e.at, "head", e.ns, {"id": b"\x07" * 16, "version": 1})
         ),
         6,
-        "does not extend the store's journal",
+        "journal entry 5 \\(head\\) names an unknown memory",
     ),
     (
         "forged write id",
@@ -470,13 +470,13 @@ BAD_FILES: list[tuple[str, Callable[[Lines], object], int | None, str]] = [
             ls, 8, lambda e: Entry(e.seq, e.at, e.op, e.ns, {**e.fields, "id": b"\x07" * 16})
         ),
         9,
-        "does not extend the store's journal",
+        "journal entry 8 has an id that does not match",
     ),
     (
         "starts past the store's end",
         lambda ls: _incremental(ls, since=6),
         2,
-        "starts after seq 6, but the store ends at seq 4",
+        "continue at seq 7, but the store ends at seq 4: entries 5 to 6 are missing",
     ),
 ]
 
@@ -550,3 +550,21 @@ def test_a_50_mb_line_is_refused_without_reading_it(
         import_journal(target, io.BufferedReader(raw))
     assert raw.pos <= len(header) + MAX_LINE_BYTES + 1 + io.DEFAULT_BUFFER_SIZE
     assert target.table_digests() == before
+
+
+def test_append_entries_directly(source: cg.Cortex, stores: Callable[[str], cg.Cortex]) -> None:
+    """Cortex.append_entries, the primitive under import: it appends another store's
+    entries all or nothing, skips those already held, and names the seq of an entry
+    that does not continue the journal; a wrong expected root is a VerificationError."""
+    entries = list(source.journal_bytes())
+    target = stores("target")
+    assert target.append_entries(entries[:4]) == 4
+    before = target.table_digests()
+    with pytest.raises(cg.VerificationError, match="OverallRoot at seq 10"):
+        target.append_entries(entries, expect_root=(10, b"\x00" * 32))
+    with pytest.raises(cg.CorruptionError, match="entry 5 is missing") as info:
+        target.append_entries(entries[5:])
+    assert getattr(info.value, "seq", None) == 6
+    assert target.table_digests() == before
+    assert target.append_entries(entries, expect_root=(10, source.overall_root())) == 6
+    assert target.overall_root() == source.overall_root()

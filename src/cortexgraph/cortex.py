@@ -51,7 +51,7 @@ from .reading import (
 )
 from .recall import RecallResult, run_recall
 from .records import Attestation, Edge, Neighbor, Stats, Traversal
-from .replay import rebuild
+from .replay import append_entries, rebuild
 from .scope import export_scope
 from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES
 from .store.txn import WriteTxn
@@ -693,6 +693,32 @@ class Cortex:
         goes. The result is byte-identical to the incremental state (J4).
         """
         return rebuild(self._handle, progress=progress)
+
+    def append_entries(
+        self,
+        entries: Sequence[tuple[int, bytes]],
+        *,
+        expect_root: tuple[int, bytes] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Append journal entries another store of this actor wrote, as ``(seq, bytes)``
+        pairs such as :meth:`journal_bytes` yields, all or nothing.
+
+        Entries the store already holds must be byte-identical and are skipped, so the
+        same entries can be appended twice; the rest must continue the journal, and are
+        checked and applied exactly as :meth:`rebuild` replays. ``expect_root=(seq,
+        root)`` requires that OverallRoot when the journal ends at ``seq``. Returns how
+        many entries were appended. Export and import files: :mod:`cortexgraph.io`.
+
+        Raises:
+            ReplayError: (a ``CorruptionError``) an entry that differs from the stored
+                one, leaves a gap, or does not apply; ``seq`` names it.
+            VerificationError: the root differs from ``expect_root``'s.
+            ReadOnlyError: a read-only handle. CortexError: inside a batch.
+        """
+        return append_entries(
+            self._handle, entries, expect_root=expect_root, progress=progress
+        )
 
     def prove(self, ref: MemoryRef) -> MemoryProof:
         """A proof that a memory version is committed by :meth:`overall_root`.

@@ -9,8 +9,8 @@ import sys
 from typing import Any
 
 from .. import Record
-from ..transfer import readable as jsonable  # one rendering of bytes, the export's
-from ..transfer import render_entry as entry_json
+from ..io import readable as jsonable  # one rendering of bytes, the export's
+from ..io import render_entry as entry_json
 
 __all__ = [
     "Output",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import open
-from ..transfer import export_journal, export_markdown, import_journal, read_journal
+from ..io import export_journal, export_markdown, import_journal, read_journal
 from .output import Output, jsonable
 from .progress import ProgressBar
 

@@ -16,10 +16,10 @@ seq the export starts after (0: the whole journal).
 
 Import (:func:`import_journal`) is all-or-nothing and idempotent:
 
-- the whole file is read and checked first, without touching the store; then every entry
-  is applied in one write transaction, through the replay path (``replay._replay``, the
-  same ``EntryWriter`` that writes and rebuilds use), and committed once. Any error
-  aborts it: the store is unchanged.
+- the whole file is read and checked first, without touching the store; then its entries
+  go to :meth:`Cortex.append_entries <cortexgraph.Cortex.append_entries>`, which applies
+  them in one write transaction exactly as a replay does (the same ``EntryWriter`` that
+  writes and rebuilds use) and commits once. Any error aborts it: the store is unchanged.
 - an entry whose seq the store already holds must be byte-identical to the stored one and
   is skipped, so importing a file twice changes nothing the second time, and an
   incremental export (``since > 0``) applies on top of a store holding entries up to
@@ -46,13 +46,10 @@ from typing import IO, Any, BinaryIO, TextIO
 
 import attrs
 
-from .core.commitments import roots
-from .core.journal import Entry, decode_entry
-from .core.keys import seq_key
-from .cortex import Cortex
-from .errors import CorruptionError, CortexError, JournalFileError, ValidationError
-from .replay import ReplayError, _replay
-from .store.txn import WriteTxn
+from ..core.journal import Entry, decode_entry
+from ..cortex import Cortex
+from ..errors import CorruptionError, JournalFileError, ValidationError, VerificationError
+from ..replay import ReplayError
 
 __all__ = [
     "FORMAT",
@@ -531,9 +528,6 @@ def import_journal(
         ReadOnlyError: ``cx`` is read-only.
         CortexError: called inside a batch.
     """
-    h = cx._handle
-    if h.active_batch() is not None:
-        raise CortexError("cannot import a journal inside a batch")
     if isinstance(source, JournalFile):
         journal, offset = source, 0
     else:
@@ -554,51 +548,26 @@ def import_journal(
             f" with {cx.hash_name}",
             line=1,
         )
-    total = offset + len(entries)
     line_of = {seq: line for line, seq, _ in entries}
 
-    def apply_all(txn: WriteTxn) -> ImportReport:
-        last = txn.last_seq()
-        if header.since > last:
-            raise JournalFileError(
-                f"the file starts after seq {header.since}, but the store ends at seq {last}:"
-                " import the entries before it first",
-                line=2 if entries else 1,
-            )
-        skipped = 0
-        for line, seq, data in entries:
-            if seq > last:
-                break
-            if txn.get("journal", seq_key(seq)) != data:
-                raise JournalFileError(
-                    f"entry {seq} differs from the store's entry {seq}: the file does not"
-                    " extend this store's journal",
-                    line=line,
-                )
-            skipped += 1
-        fresh = [(seq, data) for _, seq, data in entries[skipped:]]
+    def step(done: int, total: int) -> None:
+        if progress is not None:
+            progress(offset + done, offset + total)
 
-        def step(done: int, _: int) -> None:
-            if progress is not None:
-                progress(offset + skipped + done - last, total)
-
-        try:
-            end = _replay(
-                txn, h.identity, fresh, append=True, total=total, progress=step, after=last
-            )
-        except ReplayError as exc:
-            raise JournalFileError(
-                f"the entry does not extend the store's journal: {exc}",
-                line=line_of.get(exc.seq),
-            ) from None
-        root = roots(h.hash_name, txn.get, end)[2]
-        checked = end == header.last_seq
-        if checked and root != header.overall_root:
-            raise JournalFileError(
-                f"after the import the store's OverallRoot is {root.hex()}, but the header"
-                f" says {header.overall_root.hex()}",
-                line=1,
-            )
-        return ImportReport(header, len(fresh), skipped, end, root, checked)
-
-    return h.env.write_small(apply_all, replay=False)
+    try:
+        applied = cx.append_entries(
+            [(seq, data) for _, seq, data in entries],
+            expect_root=(header.last_seq, header.overall_root),
+            progress=step,
+        )
+    except ReplayError as exc:
+        if exc.seq in line_of:
+            raise JournalFileError(str(exc), line=line_of[exc.seq]) from None
+        raise JournalFileError(str(exc), line=2 if entries else 1) from None  # starts late
+    except VerificationError as exc:
+        raise JournalFileError(f"header: {exc}", line=1) from None
+    after = cx.roots()
+    checked = applied > 0 or after.seq == header.last_seq
+    return ImportReport(
+        header, applied, len(entries) - applied, after.seq, after.overall_root, checked
+    )
