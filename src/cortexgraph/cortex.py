@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -26,9 +27,10 @@ from .core.graph import check_traversal
 from .core.hashing import hash_function
 from .core.journal import Entry, decode_entry
 from .core.keys import seq_key
+from .core.mmr import mmr_node_count
 from .core.predicates import Predicate
 from .core.signals import max_in_degree, read_in_degree, read_weights
-from .core.state import Record
+from .core.state import HeadState, Record
 from .core.uri import MemoryURI, check_name
 from .embed import Embedder
 from .embedding import backfill_embeddings
@@ -49,7 +51,7 @@ from .reading import (
 )
 from .recall import RecallResult, run_recall
 from .records import Attestation, Edge, Neighbor, Stats, Traversal
-from .replay import rebuild
+from .replay import append_entries, rebuild
 from .scope import export_scope
 from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES
 from .store.txn import WriteTxn
@@ -608,16 +610,33 @@ class Cortex:
             yield from chunk
 
     def stats(self) -> Stats:
-        """Counts taken in one read: journal length, memories, and entries per table."""
+        """Counts taken in one read: journal length, memories by type and status, edges,
+        entries per table, sizes and the OverallRoot (see :class:`Stats`)."""
+        by_type: Counter[str] = Counter()
+        by_status: Counter[str] = Counter()
         with self._handle.reading() as txn:
             tables = {name: self._handle.env.table_entries(txn, name) for name in TABLES}
-            return Stats(
-                seq=txn.last_seq(),
-                memories=tables["heads"],
-                tables=tables,
-                map_size=self._handle.env.map_size(),
-                hash_name=self.hash_name,
-            )
+            with txn.cursor("heads") as cur:
+                for _, value in cur:
+                    head = HeadState.decode(bytes(value))
+                    by_type[head.type_name] += 1
+                    by_status[head.status] += 1
+            seq = txn.last_seq()
+            # no root while the derived tables are dropped (until a rebuild fills them)
+            built = tables["mmr"] == mmr_node_count(seq)
+            root = roots(self.hash_name, txn.get, seq)[2] if built else None
+        return Stats(
+            seq=seq,
+            memories=tables["heads"],
+            tables=tables,
+            map_size=self._handle.env.map_size(),
+            hash_name=self.hash_name,
+            by_type=dict(sorted(by_type.items())),
+            by_status=dict(sorted(by_status.items())),
+            edges=tables["edges"] // 2,  # each edge is stored under its out and its in key
+            overall_root=root,
+            file_bytes=(self.path / "data.mdb").stat().st_size,
+        )
 
     def table_digests(self) -> dict[str, str]:
         """A BLAKE3 hex digest of every table's keys and values, taken in one read.
@@ -674,6 +693,32 @@ class Cortex:
         goes. The result is byte-identical to the incremental state (J4).
         """
         return rebuild(self._handle, progress=progress)
+
+    def append_entries(
+        self,
+        entries: Sequence[tuple[int, bytes]],
+        *,
+        expect_root: tuple[int, bytes] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Append journal entries another store of this actor wrote, as ``(seq, bytes)``
+        pairs such as :meth:`journal_bytes` yields, all or nothing.
+
+        Entries the store already holds must be byte-identical and are skipped, so the
+        same entries can be appended twice; the rest must continue the journal, and are
+        checked and applied exactly as :meth:`rebuild` replays. ``expect_root=(seq,
+        root)`` requires that OverallRoot when the journal ends at ``seq``. Returns how
+        many entries were appended. Export and import files: :mod:`cortexgraph.io`.
+
+        Raises:
+            ReplayError: (a ``CorruptionError``) an entry that differs from the stored
+                one, leaves a gap, or does not apply; ``seq`` names it.
+            VerificationError: the root differs from ``expect_root``'s.
+            ReadOnlyError: a read-only handle. CortexError: inside a batch.
+        """
+        return append_entries(
+            self._handle, entries, expect_root=expect_root, progress=progress
+        )
 
     def prove(self, ref: MemoryRef) -> MemoryProof:
         """A proof that a memory version is committed by :meth:`overall_root`.

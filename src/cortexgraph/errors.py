@@ -4,7 +4,9 @@ Every failure the library reports on purpose is a :class:`CortexError`::
 
     CortexError
     ├── ValidationError        bad input; ``.field`` names the offending field
-    │   └── URIError           a malformed memory URI (fragments included)
+    │   ├── URIError           a malformed memory URI (fragments included)
+    │   └── JournalFileError   a journal export that cannot be imported; ``.line``
+    │                          names the line
     ├── NotFoundError          no such memory, version or environment
     ├── VersionConflictError   ``expected_version`` is stale
     ├── TombstonedError        the memory is tombstoned (J5)
@@ -40,6 +42,7 @@ __all__ = [
     "CorruptionError",
     "CortexError",
     "EmbedderError",
+    "JournalFileError",
     "MissingExtraError",
     "NotFoundError",
     "ReadOnlyError",
@@ -163,3 +166,15 @@ class MissingExtraError(CortexError, ImportError):
     def __init__(self, message: str, *, extra: str) -> None:
         self.extra = extra
         super().__init__(message)
+
+
+class JournalFileError(ValidationError):
+    """A journal export (JSON Lines) cannot be imported: a line is cut, not JSON, too long,
+    not UTF-8, misses fields, holds bytes that do not decode, disagrees with itself, or
+    does not continue the store's journal; or the header names another actor, hash or
+    format version. ``line`` is the 1-based line number (1 is the header) when one line
+    is at fault, else None. An import that raises it changed nothing."""
+
+    def __init__(self, message: str, *, line: int | None) -> None:
+        self.line = line
+        super().__init__(message if line is None else f"line {line}: {message}", field="file")

@@ -50,13 +50,30 @@ class HitSequence(Sequence[_H]):
 
 @attrs.frozen
 class Stats:
-    """What :meth:`Cortex.stats` reports."""
+    """What :meth:`Cortex.stats` reports, all taken in one read.
+
+    Attributes:
+        seq: the journal's last seq (= its number of entries, J1).
+        memories: how many memories (of every status).
+        tables: how many keys each table holds.
+        map_size: the LMDB map size in bytes; file_bytes: the size of ``data.mdb``.
+        hash_name: the store's hash.
+        by_type, by_status: memories per type name and per status (sorted by name).
+        edges: how many edges (active and suggested).
+        overall_root: the OverallRoot at ``seq``; None while the derived tables are
+            dropped (``replay.drop_derived``) and not rebuilt yet.
+    """
 
     seq: int
     memories: int
     tables: dict[str, int]
     map_size: int
     hash_name: str
+    by_type: dict[str, int] = attrs.field(factory=dict)
+    by_status: dict[str, int] = attrs.field(factory=dict)
+    edges: int = 0
+    overall_root: bytes | None = None
+    file_bytes: int = 0
 
 
 

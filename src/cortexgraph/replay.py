@@ -31,7 +31,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import zip_longest
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,10 @@ import attrs
 
 from .core.commitments import SnapshotManifest, manifest_for, roots
 from .core.journal import Identity, decode_entry
-from .core.keys import seq_from_key
+from .core.keys import seq_from_key, seq_key
 from .core.mmr import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
-from .errors import CorruptionError, CortexError, NotFoundError
+from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
 from .handle import Handle, open_handle
 from .store.env import DEFAULT_MAP_SIZE, DERIVED_TABLES, Environment
 from .store.pages import check_pages
@@ -54,6 +54,7 @@ __all__ = [
     "ActorReport",
     "ReplayError",
     "VerifyReport",
+    "append_entries",
     "drop_derived",
     "rebuild",
     "verify",
@@ -133,20 +134,22 @@ def _replay(
     append: bool,
     total: int,
     progress: Progress | None,
+    after: int = 0,
     on_entry: Callable[[int, bytes, bytes], None] | None = None,
     checkpoints: Iterable[int] = (),
     on_checkpoint: Callable[[int], None] | None = None,
 ) -> int:
     """Apply ``entries`` (seq, bytes) in order onto the derived state in ``txn``.
 
-    Returns the number of entries applied. Raises ``CorruptionError`` naming the seq of the
-    first entry that cannot be decoded or applied. ``on_entry(seq, bytes, mmr leaf hash)``
-    is called after each entry.
+    ``after`` is the seq the derived state in ``txn`` already reflects (0: none), so the
+    entries must start at ``after + 1``. Returns the seq of the last entry applied. Raises
+    ``CorruptionError`` naming the seq of the first entry that cannot be decoded or
+    applied. ``on_entry(seq, bytes, mmr leaf hash)`` is called after each entry.
     """
     writer = EntryWriter(identity)
     stops = sorted(set(checkpoints))
     stop_at = 0
-    size = 0
+    size = after
     for seq, data in entries:
         if seq != size + 1:
             raise ReplayError(size + 1, f"journal entry {size + 1} is missing (next is {seq})")
@@ -223,6 +226,91 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
         txn.abort()
         raise
     return count
+
+
+def append_entries(
+    h: Handle,
+    entries: Sequence[tuple[int, bytes]],
+    *,
+    expect_root: tuple[int, bytes] | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """Append journal entries another store wrote (``(seq, canonical bytes)``, in seq
+    order) to this store's journal, all or nothing, in one write transaction.
+
+    An entry whose seq the store already holds must be byte-identical to the stored one,
+    and is skipped; the others must continue the journal (dense seqs, J1) and are applied
+    as a replay applies them: decoded (J6) and checked against the state before them
+    (ids, versions, tombstones), through the same ``EntryWriter`` as every write.
+
+    Args:
+        entries: the entries, consecutive seqs.
+        expect_root: ``(seq, root)``: when the journal ends at ``seq`` afterwards, its
+            OverallRoot must be ``root``; a journal that ends before ``seq`` is refused.
+        progress: called as ``progress(done, total)`` over the given entries.
+
+    Returns:
+        How many entries were appended (the rest were already there).
+
+    Raises:
+        ReplayError: an entry differs from the stored one at its seq, leaves a gap, or
+            cannot be decoded or applied; ``seq`` names it. The store is unchanged.
+        VerificationError: the OverallRoot is not ``expect_root``'s. The store is
+            unchanged.
+        CortexError: called inside a batch. ReadOnlyError: a read-only store.
+    """
+    if h.active_batch() is not None:
+        raise CortexError("cannot append entries inside a batch")
+    total = len(entries)
+
+    def append(txn: WriteTxn) -> int:
+        last = txn.last_seq()
+        skipped = 0
+        for seq, data in entries:
+            if seq > last:
+                break
+            if txn.get("journal", seq_key(seq)) != data:
+                raise ReplayError(
+                    seq,
+                    f"entry {seq} differs from the store's entry {seq}: the entries do not"
+                    " extend this store's journal",
+                )
+            skipped += 1
+        fresh = entries[skipped:]
+        if fresh and fresh[0][0] != last + 1:
+            first = fresh[0][0]
+            missing = (
+                f"entry {last + 1} is missing"
+                if first == last + 2
+                else f"entries {last + 1} to {first - 1} are missing"
+            )
+            raise ReplayError(
+                first,
+                f"the entries continue at seq {first}, but the store ends at seq {last}:"
+                f" {missing}",
+            )
+
+        def step(seq: int, _: int) -> None:
+            if progress is not None:
+                progress(skipped + seq - last, total)
+
+        end = _replay(txn, h.identity, fresh, append=True, total=total, progress=step, after=last)
+        if expect_root is not None:
+            seq, root = expect_root
+            if end < seq:
+                raise ReplayError(
+                    end + 1,
+                    f"the store ends at seq {end}, before seq {seq} that the root is given for",
+                )
+            found = roots(h.hash_name, txn.get, end)[2]
+            if end == seq and found != root:
+                raise VerificationError(
+                    f"the store's OverallRoot at seq {end} would be {found.hex()}, not"
+                    f" {root.hex()}"
+                )
+        return len(fresh)
+
+    return h.env.write_small(append, replay=False)
 
 
 # ---------------------------------------------------------------------------

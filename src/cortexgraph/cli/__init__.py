@@ -45,6 +45,7 @@ from .commands import (
     cmd_verify,
 )
 from .output import Output, fail
+from .transfer import cmd_export, cmd_import, cmd_stats
 
 __all__ = ["main"]
 
@@ -242,6 +243,39 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("root", parents=[common], help="print the OverallRoot")
     p.set_defaults(func=cmd_root)
+
+    # -- moving memories in and out, and what a store holds
+    p = sub.add_parser("export", parents=[common], help="write the journal as JSON Lines")
+    p.add_argument(
+        "--since", type=_seq_arg, default=0, help="export only the entries after this seq"
+    )
+    p.add_argument(
+        "--format",
+        choices=["jsonl", "md"],
+        default="jsonl",
+        help="jsonl (importable, default) or md (a table for people)",
+    )
+    p.add_argument("-o", "--output", default=None, help="write to FILE (default: stdout)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "import",
+        parents=[common],
+        help="replay a journal export into the store, all or nothing (or migrate --from)",
+    )
+    p.add_argument("file", help="the export (JSON Lines; - reads stdin)")
+    p.add_argument(
+        "--from",
+        dest="from_format",
+        default=None,
+        metavar="FORMAT",
+        help="import another memory system's file instead (mcp-memory, mem0,"
+        " claude-memory-sqlite)",
+    )
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("stats", parents=[common], help="memories by type and status, sizes, root")
+    p.set_defaults(func=cmd_stats)
 
     p = sub.add_parser("demo", parents=[common], help="run the end-to-end demo")
     p.add_argument("--dir", default=None, help="keep the demo store here")

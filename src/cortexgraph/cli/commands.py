@@ -25,7 +25,8 @@ from .. import (
 )
 from ..core.predicates import Predicate
 from ..cortex import sync_vectors
-from .output import Output, ProgressBar, entry_json, fail, jsonable, print_record, record_json
+from .output import Output, entry_json, fail, jsonable, print_record, record_json
+from .progress import ProgressBar
 
 
 def _open(
@@ -363,7 +364,11 @@ def cmd_inspect(args: argparse.Namespace, out: Output) -> int:
     with _open(args, readonly=True) as cx:
         stats = cx.stats()
         digests = cx.table_digests()
-    data = {**attrs.asdict(stats), "digests": digests, "path": str(Path(args.root) / args.actor)}
+    data = {
+        **jsonable(attrs.asdict(stats)),
+        "digests": digests,
+        "path": str(Path(args.root) / args.actor),
+    }
     lines = [
         f"{data['path']}: seq {stats.seq}, {stats.memories} memories, hash {stats.hash_name}",
         *(
@@ -383,7 +388,7 @@ def cmd_verify(args: argparse.Namespace, out: Output) -> int:
     try:
         if not Path(args.store_root).is_dir():
             raise NotFoundError(f"{args.store_root} is not a directory")
-        with ProgressBar(enabled=not args.no_progress) as bar:
+        with ProgressBar(enabled=not (args.no_progress or args.json)) as bar:
             report = verify(
                 args.store_root, args.actor, progress=lambda a, d, t: bar(f"verifying {a}", d, t)
             )
