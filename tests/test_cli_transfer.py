@@ -204,9 +204,30 @@ def test_import_from_delegates_to_migrate(
     assert out.splitlines() == ["imported 1 memories, 0 edges", "skipped 1", "  line 7: no name"]
 
 
-def test_import_from_unknown_format(
-    fake_migrate: list[tuple[Any, ...]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_import_from_runs_the_real_importer_idempotently(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """import --from mem0 through the real cortexgraph.migrate: alice's non-empty records
+    of the fixture become memories (counted here from the fixture itself), everyone
+    else's are skipped with a reason, and a second run imports nothing."""
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "migration" / "mem0.json"
+    records = json.loads(fixture.read_text())["results"]
+    mine = [
+        r
+        for r in records
+        if (r.get("user_id") or r.get("agent_id")) == "alice" and r["memory"].strip()
+    ]
+    opts = ["--root", str(tmp_path / "m"), "--actor", "alice", "--json"]
+    code, out, err = run(capsys, "import", str(fixture), "--from", "mem0", *opts)
+    assert (code, err) == (0, "")
+    first = json.loads(out)
+    assert first["imported"]["memories"] == len(mine) > 40
+    assert len(first["skipped"]) == len(records) - len(mine)
+    code, out, _ = run(capsys, "import", str(fixture), "--from", "mem0", *opts)
+    assert code == 0 and json.loads(out)["imported"]["memories"] == 0
+
+
+def test_import_from_unknown_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An unknown --from format is migrate's ValidationError(field="format"): exit 1."""
     opts = ["--root", str(tmp_path / "m"), "--actor", "agent", "--json"]
     code, _, err = run(capsys, "import", "x.json", "--from", "nope", *opts)
