@@ -277,6 +277,8 @@ def ingest(
     for name, flag in (("cosine", cosine), ("restart", restart)):
         if type(flag) is not bool:
             raise ValidationError("must be True or False", field=name)
+    if type(max_chunk_bytes) is not int or not 64 <= max_chunk_bytes <= 10_000_000:
+        raise ValidationError("must be an int from 64 to 10,000,000", field="max_chunk_bytes")
     origin = "system" if isinstance(extractor, RuleExtractor) else "llm"
     turns = source.turns
     cursor = cursor_of(cx, source_id)
