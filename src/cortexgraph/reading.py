@@ -65,6 +65,8 @@ class BareId:
     version: int | None = None
 
 
+
+
 def read_head(txn: ReadTxn, uri: MemoryURI | BareId) -> HeadState:
     raw = txn.get("heads", uri.id)
     if raw is None:
@@ -144,6 +146,7 @@ def row_record(txn: ReadTxn, actor: str, index: ColumnIndex, row: int, seq: int)
 def describe(uri: MemoryURI | BareId) -> str:
     """How error messages name a memory: its head URI, or its id in hex."""
     return str(uri.head) if isinstance(uri, MemoryURI) else uri.id.hex()
+
 
 
 def memory_terms(txn: ReadTxn, memory_id: bytes) -> frozenset[str]:

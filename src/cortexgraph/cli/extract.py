@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from typing import Any
 
 from ..extract import (
     CommandExtractor,
@@ -20,8 +21,8 @@ from .output import Output, ProgressBar
 __all__ = ["add_extract_parser", "cmd_extract"]
 
 
-def add_extract_parser(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:  # type: ignore[type-arg]
-    """Add the ``extract`` subcommand to ``sub``."""
+def add_extract_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add the ``extract`` subcommand to ``sub`` (the parser's subparsers action)."""
     p = sub.add_parser(
         "extract",
         parents=[common],

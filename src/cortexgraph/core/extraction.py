@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -104,6 +104,23 @@ def _str_tuple(field: str) -> Any:
     return check
 
 
+def _tuple_of_str(value: Iterable[str]) -> tuple[str, ...]:
+    return tuple(value)
+
+
+def _tuple_of_turns(value: Iterable[Turn]) -> tuple[Turn, ...]:
+    return tuple(value)
+
+
+def _tuple_of_edges(value: Iterable[ProposedEdge]) -> tuple[ProposedEdge, ...]:
+    return tuple(value)
+
+
+def _get(item: Mapping[str, Any], key: str, default: Any = None) -> Any:
+    """``item[key]`` typed as Any (the JSON of a model's answer)."""
+    return item.get(key, default)
+
+
 @attrs.frozen
 class Turn:
     """One turn of a transcript.
@@ -137,10 +154,10 @@ class ExtractionContext:
     cwd: str | None = attrs.field(default=None, validator=_str("cwd", optional=True))
     branch: str | None = attrs.field(default=None, validator=_str("branch", optional=True))
     commits: tuple[str, ...] = attrs.field(
-        default=(), converter=tuple, validator=_str_tuple("commits")
+        default=(), converter=_tuple_of_str, validator=_str_tuple("commits")
     )
     changed_files: tuple[str, ...] = attrs.field(
-        default=(), converter=tuple, validator=_str_tuple("changed_files")
+        default=(), converter=_tuple_of_str, validator=_str_tuple("changed_files")
     )
 
 
@@ -148,7 +165,7 @@ class ExtractionContext:
 class ExtractionInput:
     """A transcript (or one chunk of it) and its optional context."""
 
-    turns: tuple[Turn, ...] = attrs.field(converter=tuple)
+    turns: tuple[Turn, ...] = attrs.field(converter=_tuple_of_turns)
     context: ExtractionContext = attrs.field(factory=ExtractionContext)
 
     @turns.validator
@@ -227,9 +244,11 @@ class Candidate:
     summary: str | None = attrs.field(default=None, validator=_str("summary", optional=True))
     confidence: float = attrs.field(default=0.5)
     priority: int = attrs.field(default=5)
-    tags: tuple[str, ...] = attrs.field(default=(), converter=tuple, validator=_str_tuple("tags"))
+    tags: tuple[str, ...] = attrs.field(
+        default=(), converter=_tuple_of_str, validator=_str_tuple("tags")
+    )
     scope: str = attrs.field(default="project")
-    edges: tuple[ProposedEdge, ...] = attrs.field(default=(), converter=tuple)
+    edges: tuple[ProposedEdge, ...] = attrs.field(default=(), converter=_tuple_of_edges)
     path: str | None = attrs.field(default=None, validator=_str("path", optional=True))
 
     @type.validator
@@ -405,8 +424,8 @@ def candidate_from_map(item: object) -> tuple[Candidate, list[str]]:
         raise ValidationError(
             f"must be a JSON object, not {type(item).__name__}", field="candidate"
         )
-    kind = item.get("type")
-    tags = item.get("tags", [])
+    kind = _get(item, "type")
+    tags = _get(item, "tags", [])
     if not isinstance(tags, list):
         raise ValidationError("must be a list of strings", field="tags")
     if isinstance(kind, str):
@@ -416,7 +435,7 @@ def candidate_from_map(item: object) -> tuple[Candidate, list[str]]:
             tags = [*tags, tag]
     dropped: list[str] = []
     edges: list[ProposedEdge] = []
-    raw_edges = item.get("edges", [])
+    raw_edges = _get(item, "edges", [])
     if not isinstance(raw_edges, list):
         raise ValidationError("must be a list", field="edges")
     for n, edge in enumerate(raw_edges):
@@ -425,23 +444,23 @@ def candidate_from_map(item: object) -> tuple[Candidate, list[str]]:
                 raise ValidationError("must be a JSON object", field="edge")
             edges.append(
                 ProposedEdge(
-                    target=edge.get("to"),
-                    relation=edge.get("relation"),
-                    strength=edge.get("strength", 0.5),
+                    target=_get(edge, "to"),
+                    relation=_get(edge, "relation"),
+                    strength=_get(edge, "strength", 0.5),
                 )
             )
         except ValidationError as error:
             dropped.append(f"edge {n}: {error}")
     candidate = Candidate(
         type=kind,
-        text=item.get("text"),
-        summary=item.get("summary") or None,
-        confidence=item.get("confidence", 0.5),
-        priority=item.get("priority", 5),
+        text=_get(item, "text"),
+        summary=_get(item, "summary") or None,
+        confidence=_get(item, "confidence", 0.5),
+        priority=_get(item, "priority", 5),
         tags=tuple(tags),
-        scope=item.get("scope", "project"),
+        scope=_get(item, "scope", "project"),
         edges=tuple(edges),
-        path=item.get("path") or None,
+        path=_get(item, "path") or None,
     )
     return candidate, dropped
 

@@ -161,7 +161,8 @@ def _line_turn(item: Any, number: int) -> Turn | None:
         raise ValidationError(f"line {number}: not a JSON object", field="transcript")
     try:
         if "role" in item:
-            return Turn(item["role"], item.get("text"), item.get("at"))
+            text: Any = item.get("text")  # Turn reports a missing or non-string text
+            return Turn(item["role"], text, item.get("at"))
         kind = item.get("type")
         if kind not in ("user", "assistant"):
             if isinstance(kind, str):
