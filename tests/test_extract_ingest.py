@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import cortexgraph as cg
-from cortexgraph.errors import CorruptionError, ExtractionError, ValidationError
+from cortexgraph.errors import CorruptionError, ExtractionError, ReadOnlyError, ValidationError
 from cortexgraph.extract import (
     CURSOR_NS,
     Candidate,
@@ -278,13 +279,37 @@ def test_missing_transcript_file_is_a_validation_error(tmp_path: Path) -> None:
     assert info.value.field == "transcript"
 
 
-def test_cosine_judges_the_uncertain_band(cx: cg.Cortex) -> None:
-    """With cosine=True, a candidate whose Jaccard is in the uncertain band but whose
-    embedding equals the existing one's (the same words, reordered and repeated: the hash
-    embedder's bag of words differs little) is judged by cosine; the decision is
-    reported consistently (either a duplicate, or a new memory with an edge)."""
-    base = cx.write(cg.Fact(text="release notes live in the changelog file"))
-    text = "release notes live in the changelog file, the changelog file holds release notes"
-    report = ingest(cx, ExtractionInput([Turn("user", text)]), source_id="c", cosine=True,
-                    extractor=Fixed(Candidate(type="fact", text=text)))
-    assert report.duplicates and report.duplicates[0][1].id == base.id
+class SameVector:
+    """A fake embedder that gives every text the same vector: cosine 1 for any pair."""
+
+    name, dim = "same-vector-v1", 4
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.ones((len(texts), self.dim), dtype=np.float32) / 2
+
+
+@pytest.mark.parametrize(("cosine", "duplicate"), [(False, False), (True, True)])
+def test_cosine_judges_the_uncertain_band(tmp_path: Path, cosine: bool, duplicate: bool) -> None:
+    """A candidate whose Jaccard similarity is in the uncertain band (about 0.3) is a new
+    memory with an edge by Jaccard alone; with cosine=True the embedder (here: cosine 1)
+    judges it, and it becomes a duplicate of the existing memory."""
+    with cg.open(tmp_path, "a", sync=False, embedder=SameVector()) as cx:
+        base = cx.write(cg.Fact(text="release notes live in the changelog file"), at=1)
+        text = "the changelog file is generated from commit messages by towncrier"
+        report = ingest(cx, ExtractionInput([Turn("user", text)]), source_id="c", at=2,
+                        cosine=cosine, extractor=Fixed(Candidate(type="fact", text=text)))
+        if duplicate:
+            assert report.written == () and report.duplicates[0][1].id == base.id
+        else:
+            (uri,) = report.written
+            (edge,) = cx.edges(uri)
+            assert edge.dst.id == base.id and 0.1 <= edge.strength < 0.4
+
+
+def test_read_only_handle_is_refused_before_extracting(tmp_path: Path) -> None:
+    """On a read-only handle ingest raises ReadOnlyError before calling the extractor."""
+    cg.open(tmp_path, "a", sync=False).close()
+    spy = Fixed()
+    with cg.open(tmp_path, "a", readonly=True) as cx, pytest.raises(ReadOnlyError):
+        ingest(cx, ExtractionInput(TURNS), source_id="s", extractor=spy)
+    assert spy.calls == []

@@ -59,7 +59,8 @@ from ..core.taxonomy import Event, Memory, Source
 from ..core.text import term_counts
 from ..core.uri import MemoryURI, check_name
 from ..cortex import Cortex
-from ..errors import CorruptionError, ExtractionError, ValidationError
+from ..embed.base import embed_checked
+from ..errors import CorruptionError, ExtractionError, ReadOnlyError, ValidationError
 from ..reading import similar_memories
 from .chunking import CHUNK_BYTES, chunk_turns
 from .protocol import Extractor
@@ -204,8 +205,9 @@ class _Ingest:
     def _cosine(self, memory: Memory, ns: str, other: bytes) -> int:
         record = self.batch.resolve(MemoryURI(self.cx.actor, ns, other, None))
         texts = [embed_text(memory, ns), embed_text(record.memory, ns)]
-        vectors = np.asarray(self.cx.embedder.embed(texts), dtype=np.float32)
-        cosine = float(np.dot(vectors[0], vectors[1]))
+        vectors = embed_checked(self.cx.embedder, texts).astype(np.float64)
+        norms = float(np.linalg.norm(vectors[0]) * np.linalg.norm(vectors[1]))
+        cosine = float(np.dot(vectors[0], vectors[1])) / norms if norms else 0.0
         return max(0, min(_PPM, int(cosine * _PPM)))
 
     def place(self, memory: Memory, ns: str) -> MemoryURI:
@@ -272,6 +274,8 @@ def ingest(
             the turns the cursor recorded (and ``restart`` is false).
         ReadOnlyError: the handle is read-only.
     """
+    if cx.readonly:
+        raise ReadOnlyError("ingest writes memories; open the store read-write")
     extractor = RuleExtractor() if extractor is None else extractor
     _check(extractor, source, source_id, ns, global_ns)
     for name, flag in (("cosine", cosine), ("restart", restart)):
