@@ -313,3 +313,14 @@ def test_read_only_handle_is_refused_before_extracting(tmp_path: Path) -> None:
     with cg.open(tmp_path, "a", readonly=True) as cx, pytest.raises(ReadOnlyError):
         ingest(cx, ExtractionInput(TURNS), source_id="s", extractor=spy)
     assert spy.calls == []
+
+
+def test_cursor_and_memories_are_journaled(cx: cg.Cortex) -> None:
+    """The cursor lives in the journal: after a rebuild from the journal alone the root
+    is the same, the cursor reads the same, and a rerun still writes nothing."""
+    ingest(cx, ExtractionInput(TURNS), source_id="s")
+    root, cursor = cx.overall_root(), cursor_of(cx, "s")
+    cx.rebuild()
+    assert cx.overall_root() == root and cursor_of(cx, "s") == cursor
+    seq = cx.seq
+    assert ingest(cx, ExtractionInput(TURNS), source_id="s").written == () and cx.seq == seq
