@@ -5,7 +5,7 @@ from __future__ import annotations
 import cortexgraph as cg
 import cortexgraph.merkle
 
-# The documented public API (README, docs/api.md). Changing it is a release note.
+# The documented public API (README and docs/). Changing it is a release note.
 PUBLIC = [
     "ActorReport",
     "AlreadyOpenError",
@@ -27,6 +27,7 @@ PUBLIC = [
     "EmbedderError",
     "Entry",
     "Event",
+    "ExtractionError",
     "FACTOR_NAMES",
     "FORMS",
     "Fact",
@@ -35,6 +36,7 @@ PUBLIC = [
     "HashEmbedder",
     "Hit",
     "HttpEmbedder",
+    "JournalFileError",
     "LearnWeights",
     "LocalEmbedder",
     "ManualClock",

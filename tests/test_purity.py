@@ -28,6 +28,7 @@ ALLOWED_MODULES = {
     "hashlib",
     "heapq",
     "itertools",
+    "json",
     "math",
     "operator",
     "re",

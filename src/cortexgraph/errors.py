@@ -25,8 +25,11 @@ Every failure the library reports on purpose is a :class:`CortexError`::
     │   └── StorageFullError   space ran out: the disk is full, or the map reached its
     │                          largest size
     ├── EmbedderError          an embedder failed (HTTP status, bad response, wrong dim)
-    └── MissingExtraError      an optional dependency is not installed; ``.extra`` names
-                               the extra to install (also an ``ImportError``)
+    ├── MissingExtraError      an optional dependency is not installed; ``.extra`` names
+    │                          the extra to install (also an ``ImportError``)
+    └── ExtractionError        an extractor failed (a command timed out or exited non-zero,
+                               an HTTP endpoint refused, an answer held no candidates);
+                               nothing was written
 
 ``ValidationError`` is also a ``ValueError``, ``NotFoundError`` a ``LookupError`` and
 ``MissingExtraError`` an ``ImportError``, so code that catches the built-in exceptions keeps
@@ -42,6 +45,7 @@ __all__ = [
     "CorruptionError",
     "CortexError",
     "EmbedderError",
+    "ExtractionError",
     "JournalFileError",
     "MissingExtraError",
     "NotFoundError",
@@ -178,3 +182,16 @@ class JournalFileError(ValidationError):
     def __init__(self, message: str, *, line: int | None) -> None:
         self.line = line
         super().__init__(message if line is None else f"line {line}: {message}", field="file")
+
+
+class ExtractionError(CortexError):
+    """An extractor could not produce candidates: its command timed out or exited with a
+    non-zero status, its HTTP endpoint refused or answered nonsense, or its answer held no
+    JSON array of candidates. Nothing of that extraction is written to the store.
+
+    ``status`` is the command's exit status or the HTTP status code when there was one.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)

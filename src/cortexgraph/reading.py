@@ -43,6 +43,7 @@ __all__ = [
     "resolve_in",
     "row_memo",
     "row_record",
+    "similar_memories",
     "traverse_from",
 ]
 
@@ -154,16 +155,16 @@ def memory_terms(txn: ReadTxn, memory_id: bytes) -> frozenset[str]:
     return frozenset() if forward is None else frozenset(forward[1])
 
 
-def link_targets(txn: ReadTxn, memory_id: bytes, ns: str) -> list[tuple[float, bytes, str]]:
-    """What auto-linking links a just-written memory to: ``(strength, other, status)``.
+def similar_memories(
+    txn: ReadTxn, terms: frozenset[str], ns: str, *, exclude: bytes | None = None
+) -> list[tuple[int, bytes]]:
+    """The active memories of ``ns`` most like a set of indexed terms: ``(ppm, id)``, by
+    Jaccard similarity of their terms, best first (ties by id); never an O(n) scan.
 
-    The memories sharing its rarer indexed terms (terms tried longest first; posting lists
-    of at most :data:`RARE_TERM_LIMIT` memories; at most :data:`MAX_LINK_CANDIDATES`
-    candidates; same namespace, active) are compared by Jaccard similarity of their terms,
-    and the best :data:`MAX_LINKS` are linked by ``link_decision``: an active
-    ``relates_to`` or a suggested one.
+    Candidates are the memories sharing its rarer terms (terms tried longest first;
+    posting lists of at most :data:`RARE_TERM_LIMIT` memories; at most
+    :data:`MAX_LINK_CANDIDATES` candidates). Only those above 0 are returned.
     """
-    terms = memory_terms(txn, memory_id)
     if not terms:
         return []
     candidates: dict[bytes, None] = {}
@@ -181,7 +182,7 @@ def link_targets(txn: ReadTxn, memory_id: bytes, ns: str) -> list[tuple[float, b
             break
     scored = []
     for other in candidates:
-        if other == memory_id:
+        if other == exclude:
             continue
         raw = txn.get("heads", other)
         if raw is None:
@@ -190,12 +191,27 @@ def link_targets(txn: ReadTxn, memory_id: bytes, ns: str) -> list[tuple[float, b
         if head.ns != ns or head.status != "active":
             continue
         similarity = jaccard_ppm(terms, memory_terms(txn, other))
-        decision = link_decision(similarity)
-        if decision.action != "none":
-            scored.append((-similarity, other, decision.action))
+        if similarity > 0:
+            scored.append((-similarity, other))
+    return [(-negative, other) for negative, other in sorted(scored)]
+
+
+def link_targets(txn: ReadTxn, memory_id: bytes, ns: str) -> list[tuple[float, bytes, str]]:
+    """What auto-linking links a just-written memory to: ``(strength, other, status)``.
+
+    The memories :func:`similar_memories` finds for its terms are linked, the best
+    :data:`MAX_LINKS`, by ``link_decision``: an active ``relates_to`` or a suggested one.
+    """
+    scored = []
+    for similarity, other in similar_memories(
+        txn, memory_terms(txn, memory_id), ns, exclude=memory_id
+    ):
+        action = link_decision(similarity).action
+        if action != "none":
+            scored.append((similarity, other, action))
     return [
-        (-negative / PPM, other, "active" if action == "relates_to" else "suggested")
-        for negative, other, action in sorted(scored)[:MAX_LINKS]
+        (similarity / PPM, other, "active" if action == "relates_to" else "suggested")
+        for similarity, other, action in scored[:MAX_LINKS]
     ]
 
 

@@ -44,6 +44,7 @@ from .commands import (
     cmd_update,
     cmd_verify,
 )
+from .extract import add_extract_parser
 from .output import Output, fail
 from .transfer import cmd_export, cmd_import, cmd_stats
 
@@ -280,6 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", parents=[common], help="run the end-to-end demo")
     p.add_argument("--dir", default=None, help="keep the demo store here")
     p.set_defaults(func=cmd_demo)
+
+    add_extract_parser(sub, common)
     return parser
 
 
