@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +21,7 @@ import pytest
 from cortexgraph.embed import Embedder, HashEmbedder, HttpEmbedder
 from cortexgraph.errors import EmbedderError, MissingExtraError, ValidationError
 from embed_samples import PARAPHRASES, flat, pair_cosines, run_python
+from local_server import LocalServer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -255,7 +255,7 @@ def stall(seconds: float) -> Behaviour:
     return answer
 
 
-class FakeServer:
+class FakeServer(LocalServer):
     """An OpenAI-compatible /v1/embeddings server on 127.0.0.1, in a thread.
 
     ``script`` holds the behaviours of the next requests in order; when it is empty the
@@ -265,44 +265,13 @@ class FakeServer:
     def __init__(self) -> None:
         self.script: list[Behaviour] = []
         self.default: Behaviour = ok()
-        self.requests: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        fake = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = json.loads(self.rfile.read(length))
-                with fake.lock:
-                    fake.requests.append(
-                        {"path": self.path, "headers": dict(self.headers), "body": body}
-                    )
-                    behaviour = fake.script.pop(0) if fake.script else fake.default
-                status, headers, payload = behaviour(body)
-                raw = json.dumps(payload).encode()
-                try:
-                    self.send_response(status)
-                    for key, value in headers.items():
-                        self.send_header(key, value)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(raw)))
-                    self.end_headers()
-                    self.wfile.write(raw)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client timed out and went away
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def _answer(self, body: Any) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            behaviour = self.script.pop(0) if self.script else self.default
+        status, headers, payload = behaviour(body)
+        return status, headers, json.dumps(payload).encode()
 
 
 @pytest.fixture

@@ -3,11 +3,8 @@ completion responses (fixtures/extraction/http/)."""
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -16,42 +13,24 @@ import pytest
 import cortexgraph as cg
 from cortexgraph.errors import ExtractionError, ValidationError
 from cortexgraph.extract import ExtractionInput, HttpExtractor, Turn, ingest
+from local_server import LocalServer
 
 RECORDED = Path(__file__).resolve().parent.parent / "fixtures" / "extraction" / "http"
 
 
-class Recorded:
-    """A server answering each POST with the next (status, recorded file) of ``script``,
-    and recording the requests (path, headers, JSON body)."""
+class Recorded(LocalServer):
+    """A server answering each POST with the next (status, recorded file) of ``script``
+    (no file: a body that is not JSON), and recording the requests (path, headers, JSON
+    body)."""
 
     def __init__(self) -> None:
         self.script: list[tuple[int, str]] = []
-        self.requests: list[dict[str, Any]] = []
-        recorded = self
+        super().__init__(self._answer)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                recorded.requests.append(
-                    {"path": self.path, "headers": dict(self.headers),
-                     "body": json.loads(self.rfile.read(length))}
-                )
-                status, name = recorded.script.pop(0)
-                raw = (RECORDED / name).read_bytes() if name else b"not json at all"
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                self.end_headers()
-                self.wfile.write(raw)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
+    def _answer(self, body: Any) -> tuple[int, dict[str, str], bytes]:
+        with self.lock:
+            status, name = self.script.pop(0)
+        return status, {}, (RECORDED / name).read_bytes() if name else b"not json at all"
 
 
 @pytest.fixture
@@ -60,8 +39,7 @@ def server() -> Iterator[Recorded]:
     try:
         yield fake
     finally:
-        fake.httpd.shutdown()
-        fake.httpd.server_close()
+        fake.close()
 
 
 SOURCE = ExtractionInput([Turn("user", "Never push to main. We use SQLite in WAL mode.")])
