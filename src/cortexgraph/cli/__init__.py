@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .. import CortexError, NotFoundError, __version__
+from .claude_code import add_claude_code_parser
 from .commands import (
     cmd_backfill,
     cmd_compact,
@@ -283,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     add_extract_parser(sub, common)
+    add_claude_code_parser(sub, common)
     return parser
 
 
