@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..integrations.claude_code.install import (
+    InstallReport,
     default_program,
     install,
     uninstall,
@@ -59,6 +60,13 @@ def _targets(args: argparse.Namespace) -> tuple[Path, Path]:
     return project / ".claude" / "settings.json", project_store(project).root
 
 
+def _emit(out: Output, report: InstallReport) -> None:
+    out.emit(
+        {"settings": str(report.settings), "changed": report.changed, "action": report.action},
+        f"{report.action}: {report.settings}",
+    )
+
+
 def cmd_install(args: argparse.Namespace, out: Output) -> int:
     """Run ``cortexgraph claude-code install``."""
     program = args.program or default_program()
@@ -72,20 +80,12 @@ def cmd_install(args: argparse.Namespace, out: Output) -> int:
         )
         return 0
     settings, backup_dir = _targets(args)
-    report = install(settings, backup_dir, program=program)
-    out.emit(
-        {"settings": str(report.settings), "changed": report.changed, "action": report.action},
-        f"{report.action}: {report.settings}",
-    )
+    _emit(out, install(settings, backup_dir, program=program))
     return 0
 
 
 def cmd_uninstall(args: argparse.Namespace, out: Output) -> int:
     """Run ``cortexgraph claude-code uninstall``."""
     settings, backup_dir = _targets(args)
-    report = uninstall(settings, backup_dir)
-    out.emit(
-        {"settings": str(report.settings), "changed": report.changed, "action": report.action},
-        f"{report.action}: {report.settings}",
-    )
+    _emit(out, uninstall(settings, backup_dir))
     return 0
