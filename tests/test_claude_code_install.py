@@ -214,6 +214,21 @@ def test_a_failed_write_leaves_the_file_whole(
     assert os.listdir(settings.parent) == ["settings.json"]
 
 
+def test_a_linked_settings_file_stays_a_link(tmp_path: Path) -> None:
+    """A settings.json that is a symbolic link (a dotfiles checkout) is written through:
+    it stays a link, its target gets our hooks, and uninstall restores the target's bytes."""
+    _, settings, store = _project(tmp_path, raw=None)
+    target = tmp_path / "dotfiles" / "settings.json"
+    target.parent.mkdir()
+    target.write_bytes(ORIGINAL)
+    settings.parent.mkdir()
+    settings.symlink_to(target)
+    install(settings, store, program=PROGRAM)
+    assert settings.is_symlink() and _ours(json.loads(target.read_bytes()), "Stop")
+    uninstall(settings, store)
+    assert settings.is_symlink() and target.read_bytes() == ORIGINAL
+
+
 def test_cli_user_install_round_trip(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -181,7 +181,12 @@ def _sha256(raw: bytes) -> str:
 
 
 def _write_atomic(path: Path, raw: bytes) -> None:
-    """Write ``raw`` to ``path`` by renaming a synced temporary file over it (I3)."""
+    """Write ``raw`` to ``path`` by renaming a synced temporary file over it (I3).
+
+    A symbolic link is written through (its target is replaced), so that a settings file
+    kept elsewhere and linked in stays a link.
+    """
+    path = path.resolve() if path.is_symlink() else path
     path.parent.mkdir(parents=True, exist_ok=True)
     mode = path.stat().st_mode & 0o777 if path.exists() else None
     fd, scratch = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
