@@ -46,6 +46,7 @@ from .commands import (
     cmd_verify,
 )
 from .extract import add_extract_parser
+from .hook import add_hook_parser
 from .output import Output, fail
 from .transfer import cmd_export, cmd_import, cmd_stats
 
@@ -285,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_extract_parser(sub, common)
     add_claude_code_parser(sub, common)
+    add_hook_parser(sub, common)
     return parser
 
 

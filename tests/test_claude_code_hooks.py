@@ -1,0 +1,298 @@
+"""``cortexgraph hook <Event>`` as Claude Code runs it: a subprocess with the event's JSON on
+stdin, in a temporary git repository, over a recorded session transcript in Claude Code's
+JSON Lines shape (text blocks, tool_use and tool_result blocks, a summary line)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cortexgraph as cg
+from cortexgraph.integrations.claude_code.hooks import END_MARK, START_MARK, surface_text
+from cortexgraph.integrations.claude_code.stores import project_store
+
+SESSION = [
+    {"type": "summary", "summary": "Billing service work"},
+    {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": "We decided to use PostgreSQL instead of MySQL for the billing service.",
+        },
+    },
+    {
+        "type": "assistant",
+        "message": {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Understood. I will check the migrations folder."},
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "Bash",
+                    "input": {"command": "ls migrations"},
+                },
+            ],
+        },
+    },
+    {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": "0001_init.sql\n0002_billing.sql",
+                },
+            ],
+        },
+    },
+    {
+        "type": "assistant",
+        "message": {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Never run migrations from CI; run them by hand with make migrate.",
+                },
+            ],
+        },
+    },
+    {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": "Gotcha: the login page crashes on Safari when cookies are disabled.",
+        },
+    },
+]
+
+
+def hook(event: str, payload: dict[str, Any] | str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run the hook as Claude Code does: a fresh process, JSON on stdin."""
+    stdin = payload if isinstance(payload, str) else json.dumps(payload)
+    return subprocess.run(
+        [sys.executable, "-m", "cortexgraph.cli", "hook", event],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(cg.__file__).parent.parent)},
+        check=False,
+    )
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit, on branch main."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=project, check=True)
+    subprocess.run(
+        [*git, "commit", "-q", "--allow-empty", "-m", "start billing"], cwd=project, check=True
+    )
+    return project
+
+
+def transcript(tmp_path: Path, lines: list[dict[str, Any]] = SESSION) -> Path:
+    path = tmp_path / "session.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def stop(repo: Path, path: Path, event: str = "Stop") -> subprocess.CompletedProcess[str]:
+    payload = {
+        "session_id": "s1",
+        "transcript_path": str(path),
+        "cwd": str(repo),
+        "hook_event_name": event,
+    }
+    return hook(event, payload, repo)
+
+
+def log_lines(repo: Path) -> list[str]:
+    log = repo / ".memory" / "cortex.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_a_session_is_learned_surfaced_and_recalled(repo: Path, tmp_path: Path) -> None:
+    """Stop extracts the session's decision, rule and gotcha into the project store; the
+    next SessionStart prints them as additionalContext and writes them between the markers
+    of the surface file, keeping its other lines; a prompt about migrations gets the rule
+    that is not already on the surface... or, when it is, nothing twice."""
+    done = stop(repo, transcript(tmp_path))
+    assert (done.returncode, done.stdout, log_lines(repo)) == (0, "", [])
+    where = project_store(repo)
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        texts = {
+            h.record.memory.text: type(h.record.memory)
+            for h in cx.find(cg.Q.tag("decision") | cg.Q.tag("gotcha") | cg.Q.tag("rule"), limit=20)
+        }
+    assert (
+        texts["We decided to use PostgreSQL instead of MySQL for the billing service."] is cg.Fact
+    )
+    assert any(
+        t.startswith("Gotcha: the login page") and k is cg.Constraint for t, k in texts.items()
+    )
+    assert any("migrations from CI" in t and k is cg.Constraint for t, k in texts.items())
+
+    surface_file = repo / ".claude" / "cortex-memory.local.md"
+    surface_file.parent.mkdir()
+    surface_file.write_text("# my notes\nkeep me\n")
+    start = hook(
+        "SessionStart",
+        {
+            "session_id": "s2",
+            "cwd": str(repo),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        },
+        repo,
+    )
+    assert start.returncode == 0
+    context = json.loads(start.stdout)["hookSpecificOutput"]
+    assert context["hookEventName"] == "SessionStart"
+    assert "PostgreSQL instead of MySQL" in context["additionalContext"]
+    assert "Safari" in context["additionalContext"]
+    written = surface_file.read_text()
+    assert written.startswith("# my notes\nkeep me\n")
+    assert (
+        written[written.index(START_MARK) + len(START_MARK) : written.index(END_MARK)].strip()
+        == context["additionalContext"]
+    )
+
+    again = hook(
+        "SessionStart",
+        {
+            "session_id": "s3",
+            "cwd": str(repo),
+            "hook_event_name": "SessionStart",
+            "source": "resume",
+        },
+        repo,
+    )
+    assert again.stdout == start.stdout  # the same store gives the same bytes
+
+    prompt = hook(
+        "UserPromptSubmit",
+        {
+            "session_id": "s2",
+            "cwd": str(repo),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "which database does billing use?",
+        },
+        repo,
+    )
+    assert prompt.returncode == 0
+    assert prompt.stdout == ""  # the PostgreSQL decision is on the surface already
+    surface_file.write_text("")  # a surface without it: the prompt now brings it
+    prompt = hook(
+        "UserPromptSubmit",
+        {
+            "session_id": "s2",
+            "cwd": str(repo),
+            "hook_event_name": "UserPromptSubmit",
+            "prompt": "which database does billing use?",
+        },
+        repo,
+    )
+    assert "PostgreSQL" in json.loads(prompt.stdout)["hookSpecificOutput"]["additionalContext"]
+
+
+def test_extraction_resumes_and_never_repeats(repo: Path, tmp_path: Path) -> None:
+    """Stop, then SessionEnd over the same transcript journals nothing more; a longer
+    transcript adds only its new turn."""
+    path = transcript(tmp_path)
+    stop(repo, path)
+    where = project_store(repo)
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        seq = cx.stats().seq
+    stop(repo, path, "SessionEnd")
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        assert cx.stats().seq == seq
+    longer = [
+        *SESSION,
+        {"type": "user", "message": {"role": "user", "content": "I prefer tabs over spaces."}},
+    ]
+    stop(repo, transcript(tmp_path, longer), "PreCompact")
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        prefs = cx.find(cg.Q.tag("preference"), limit=5)
+        assert [h.record.memory.text for h in prefs] == ["I prefer tabs over spaces."]
+
+
+@pytest.mark.parametrize(
+    ("case", "stdin"),
+    [
+        ("malformed stdin", "{not json"),
+        ("not an object", "[1, 2]"),
+        ("missing transcript", None),
+        ("garbage transcript lines", "garbage"),
+    ],
+)
+def test_bad_input_exits_0_with_one_log_line_and_nothing_written(
+    repo: Path, tmp_path: Path, case: str, stdin: str | None
+) -> None:
+    """A hook never disrupts the session: exit 0, nothing on stdout, one line in the log,
+    and no memory written."""
+    if stdin is None:
+        payload: Any = json.dumps(
+            {"session_id": "s1", "transcript_path": str(tmp_path / "gone.jsonl"), "cwd": str(repo)}
+        )
+    elif stdin == "garbage":
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(json.dumps(SESSION[1]) + "\n{{{ not json\n")
+        payload = json.dumps({"session_id": "s1", "transcript_path": str(bad), "cwd": str(repo)})
+    else:
+        payload = stdin
+    done = hook("Stop", payload, repo)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert len(log_lines(repo)) == 1, case
+    where = project_store(repo)
+    if (where.root / where.actor).exists():
+        with cg.open(where.root, where.actor, readonly=True) as cx:
+            assert cx.stats().seq == 0
+
+
+def test_outside_a_repository_extraction_goes_without_git(tmp_path: Path) -> None:
+    """A cwd that is not a git repository: the memories are extracted all the same."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    done = stop(plain, transcript(tmp_path))
+    assert (done.returncode, log_lines(plain)) == (0, [])
+    with cg.open(project_store(plain).root, "project", readonly=True) as cx:
+        assert len(cx.find(cg.Q.tag("decision"), limit=5)) == 1
+
+
+def test_an_unwritable_memory_location_exits_0(repo: Path, tmp_path: Path) -> None:
+    """When ``.memory`` cannot be a directory (a file is in the way), the store cannot be
+    opened nor the log written: the hook still exits 0 and prints nothing, and the file in
+    the way is untouched. (A read-only directory is the same failure for a non-root user;
+    the tests run as root, which ignores permissions.)"""
+    (repo / ".memory").write_text("in the way")
+    done = stop(repo, transcript(tmp_path))
+    assert (done.returncode, done.stdout) == (0, "")
+    assert (repo / ".memory").read_text() == "in the way"
+
+
+def test_the_surface_keeps_within_its_token_ceiling(tmp_path: Path) -> None:
+    """Many memories in every category: the surface stays within 500 tokens and each
+    category within its line budget."""
+    with cg.open(tmp_path / "s", "project", clock=cg.ManualClock(1_700_000_000_000)) as cx:
+        for i in range(60):
+            cx.write(
+                cg.Fact(text=f"decision number {i} about the billing service", tags=("decision",))
+            )
+            cx.write(cg.Constraint(text=f"gotcha number {i} in the login page", tags=("gotcha",)))
+        surface = surface_text(cx)
+    assert sum(cg.estimate_tokens(line) for line in surface.splitlines()) <= 500
+    assert sum(1 for line in surface.splitlines() if line.startswith("- decision")) <= 25
