@@ -80,3 +80,23 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     """A name the package does not define raises AttributeError naming it, as before."""
     with pytest.raises(AttributeError, match="no_such_name"):
         cg.no_such_name  # noqa: B018
+
+
+def test_cli_parser_loads_no_store() -> None:
+    """Building the ``cortexgraph`` command's parser (what ``--help`` and every usage error
+    do) loads neither numpy nor LMDB: each command imports the library when it runs."""
+    loaded = _modules_after("from cortexgraph.cli import build_parser\nbuild_parser()")
+    assert loaded.isdisjoint(HEAVY), sorted(loaded & set(HEAVY))
+
+
+def test_cli_help_exits_cleanly() -> None:
+    """``python -m cortexgraph.cli --help`` still prints every command and exits 0."""
+    done = subprocess.run(
+        [sys.executable, "-m", "cortexgraph.cli", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(SRC)},
+    )
+    for command in ("recall", "remember", "export", "extract"):
+        assert command in done.stdout

@@ -25,7 +25,9 @@ from .. import (
 )
 from ..core.predicates import Predicate
 from ..cortex import sync_vectors
-from .output import Output, entry_json, fail, jsonable, print_record, record_json
+from ..io import readable as jsonable  # one rendering of bytes, the export's
+from ..io import render_entry as entry_json
+from .output import Output, fail, print_record, record_json
 from .progress import ProgressBar
 
 
