@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +24,12 @@ from .. import (
 )
 from ..core.predicates import Predicate
 from ..cortex import sync_vectors
-from ..io import readable as jsonable  # one rendering of bytes, the export's
-from ..io import render_entry as entry_json
 from .output import Output, fail, print_record, record_json
 from .progress import ProgressBar
+
+# ``cortexgraph.io`` (the export format) and ``tempfile`` are imported by the few commands
+# that use them: every command starts a fresh interpreter, and the frequent ones (recall,
+# remember, find) should not pay for them.
 
 
 def _open(
@@ -350,6 +351,8 @@ def cmd_forget(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_journal(args: argparse.Namespace, out: Output) -> int:
+    from ..io import render_entry as entry_json  # the export's rendering of an entry
+
     with _open(args, readonly=True) as cx:
         for entry in cx.journal(since=args.since):
             data = entry_json(entry)
@@ -363,6 +366,8 @@ def cmd_journal(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace, out: Output) -> int:
+    from ..io import readable as jsonable  # one rendering of bytes, the export's
+
     with _open(args, readonly=True) as cx:
         stats = cx.stats()
         digests = cx.table_digests()
@@ -432,6 +437,8 @@ def cmd_backfill(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace, out: Output) -> int:
+    from ..io import readable as jsonable  # one rendering of bytes, the export's
+
     with _open(args) as cx:
         manifest = cx.snapshot()
     data = jsonable(attrs.asdict(manifest))
@@ -440,6 +447,8 @@ def cmd_snapshot(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_root(args: argparse.Namespace, out: Output) -> int:
+    from ..io import readable as jsonable  # one rendering of bytes, the export's
+
     with _open(args, readonly=True) as cx:
         manifest = cx.roots()
     data = jsonable(attrs.asdict(manifest))
@@ -449,6 +458,8 @@ def cmd_root(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
+    import tempfile
+
     from ..demo import run_demo
 
     if args.dir is not None:
