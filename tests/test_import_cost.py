@@ -38,8 +38,9 @@ HEAVY = [
 ]
 
 
-def _modules_after(code: str) -> set[str]:
-    """The top-level module names loaded by a fresh interpreter that runs ``code``."""
+def _modules_after(code: str, *, top_level: bool = True) -> set[str]:
+    """The modules loaded by a fresh interpreter that runs ``code``: their top-level names,
+    or with ``top_level=False`` their full dotted names."""
     script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-c", script],
@@ -48,7 +49,8 @@ def _modules_after(code: str) -> set[str]:
         check=True,
         env={**os.environ, "PYTHONPATH": str(SRC)},
     )
-    return {name.split(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
+    names = json.loads(done.stdout.splitlines()[-1])
+    return {name.split(".")[0] for name in names} if top_level else set(names)
 
 
 def test_import_loads_no_heavy_module() -> None:
@@ -100,3 +102,21 @@ def test_cli_help_exits_cleanly() -> None:
     )
     for command in ("recall", "remember", "export", "extract"):
         assert command in done.stdout
+
+
+def test_a_keyword_recall_loads_no_rarely_used_verb(tmp_path: Path) -> None:
+    """A ``cortexgraph recall --mode keyword`` process (the hot path of a prompt hook) loads
+    neither the export format, replay verification, scope bundles, compaction nor the
+    context packer: those load in the commands and methods that use them."""
+    cg.open(tmp_path, "agent").close()
+    argv = ["recall", "deploy", "--mode", "keyword", "--root", str(tmp_path)]
+    code = (
+        "import io, contextlib\n"
+        "from cortexgraph.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    assert main({argv!r}) == 0"
+    )
+    loaded = _modules_after(code, top_level=False)
+    assert "cortexgraph.recall" in loaded
+    rare = {f"cortexgraph.{name}" for name in ("io", "replay", "scope", "compact", "context")}
+    assert loaded.isdisjoint(rare), sorted(loaded & rare)

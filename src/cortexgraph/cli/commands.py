@@ -19,17 +19,15 @@ from .. import (
     Q,
     ValidationError,
     open,
-    verify,
-    verify_scope,
 )
 from ..core.predicates import Predicate
 from ..cortex import sync_vectors
 from .output import Output, fail, print_record, record_json
 from .progress import ProgressBar
 
-# ``cortexgraph.io`` (the export format) and ``tempfile`` are imported by the few commands
-# that use them: every command starts a fresh interpreter, and the frequent ones (recall,
-# remember, find) should not pay for them.
+# ``cortexgraph.io`` (the export format), replay verification, scope checking and
+# ``tempfile`` are imported by the few commands that use them: every command starts a
+# fresh interpreter, and the frequent ones (recall, remember, find) should not pay for them.
 
 
 def _open(
@@ -314,6 +312,8 @@ def cmd_scope(args: argparse.Namespace, out: Output) -> int:
         return 0
     # Without --trusted-root only the bundle's self-consistency is checked: anyone can
     # build a self-consistent bundle, so that is never reported as verified (exit 1).
+    from .. import verify_scope
+
     trusted: bytes | None = args.trusted_root
     view = verify_scope(Path(args.file).read_bytes(), trusted_root=trusted)
     summary = (
@@ -392,6 +392,8 @@ def cmd_verify(args: argparse.Namespace, out: Output) -> int:
     anything is wrong (the report lists each problem per actor), 2 for usage errors (the
     root is missing or not a directory, no store under it, a bad actor name). With
     ``--json`` one JSON report is printed on stdout in every case."""
+    from .. import verify
+
     try:
         if not Path(args.store_root).is_dir():
             raise NotFoundError(f"{args.store_root} is not a directory")
