@@ -10,39 +10,10 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .clock import Clock, ManualClock, SystemClock
-from .compact import CompactReport
-from .context import ContextBundle
-from .core.commitments import MemoryProof, SnapshotManifest
-from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
-from .core.graph import RELATIONS
-from .core.journal import Entry
-from .core.predicates import Q
-from .core.salience import DEFAULT_WEIGHTS, FACTOR_NAMES
-from .core.state import Record
-from .core.taxonomy import (
-    ArtifactRef,
-    Attest,
-    Constraint,
-    Event,
-    Fact,
-    Goal,
-    LearnWeights,
-    Memory,
-    Pattern,
-    Preference,
-    Source,
-)
-from .core.uri import MemoryURI
-from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
-from .embed import (
-    Embedder,
-    HashEmbedder,
-    HttpEmbedder,
-    LocalEmbedder,
-    StaticEmbedder,
-    TorchEmbedder,
-)
 from .errors import (
     AlreadyOpenError,
     BatchNoJournalError,
@@ -64,12 +35,122 @@ from .errors import (
     VerificationError,
     VersionConflictError,
 )
-from .find import FindResult, Hit
-from .recall import RecallHit, RecallResult
-from .replay import ActorReport, VerifyReport, verify
-from .scope import ScopeView, verify_scope
+
+if TYPE_CHECKING:
+    from .compact import CompactReport
+    from .context import ContextBundle
+    from .core.commitments import MemoryProof, SnapshotManifest
+    from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
+    from .core.graph import RELATIONS
+    from .core.journal import Entry
+    from .core.predicates import Q
+    from .core.salience import DEFAULT_WEIGHTS, FACTOR_NAMES
+    from .core.state import Record
+    from .core.taxonomy import (
+        ArtifactRef,
+        Attest,
+        Constraint,
+        Event,
+        Fact,
+        Goal,
+        LearnWeights,
+        Memory,
+        Pattern,
+        Preference,
+        Source,
+    )
+    from .core.uri import MemoryURI
+    from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
+    from .embed import (
+        Embedder,
+        HashEmbedder,
+        HttpEmbedder,
+        LocalEmbedder,
+        StaticEmbedder,
+        TorchEmbedder,
+    )
+    from .find import FindResult, Hit
+    from .recall import RecallHit, RecallResult
+    from .replay import ActorReport, VerifyReport, verify
+    from .scope import ScopeView, verify_scope
 
 __version__ = "0.1.0"
+
+#: Public name -> the module (relative to this package) that defines it, imported on first
+#: access (PEP 562). ``import cortexgraph`` stays cheap: numpy, LMDB, attrs classes and the
+#: compiled tables of the verbs load only when a program first touches a name that needs them.
+#: The errors and the clocks are imported eagerly above: they are small and every entry
+#: point needs them.
+_LAZY: dict[str, str] = {
+    "CompactReport": ".compact",
+    "ContextBundle": ".context",
+    "MemoryProof": ".core.commitments",
+    "SnapshotManifest": ".core.commitments",
+    "FORMS": ".core.forms",
+    "TokenEstimator": ".core.forms",
+    "estimate_tokens": ".core.forms",
+    "render": ".core.forms",
+    "RELATIONS": ".core.graph",
+    "Entry": ".core.journal",
+    "Q": ".core.predicates",
+    "DEFAULT_WEIGHTS": ".core.salience",
+    "FACTOR_NAMES": ".core.salience",
+    "Record": ".core.state",
+    "ArtifactRef": ".core.taxonomy",
+    "Attest": ".core.taxonomy",
+    "Constraint": ".core.taxonomy",
+    "Event": ".core.taxonomy",
+    "Fact": ".core.taxonomy",
+    "Goal": ".core.taxonomy",
+    "LearnWeights": ".core.taxonomy",
+    "Memory": ".core.taxonomy",
+    "Pattern": ".core.taxonomy",
+    "Preference": ".core.taxonomy",
+    "Source": ".core.taxonomy",
+    "MemoryURI": ".core.uri",
+    "Attestation": ".cortex",
+    "Batch": ".cortex",
+    "Cortex": ".cortex",
+    "Edge": ".cortex",
+    "Neighbor": ".cortex",
+    "Stats": ".cortex",
+    "Traversal": ".cortex",
+    "open": ".cortex",
+    "Embedder": ".embed",
+    "HashEmbedder": ".embed",
+    "HttpEmbedder": ".embed",
+    "LocalEmbedder": ".embed",
+    "StaticEmbedder": ".embed",
+    "TorchEmbedder": ".embed",
+    "FindResult": ".find",
+    "Hit": ".find",
+    "RecallHit": ".recall",
+    "RecallResult": ".recall",
+    "ActorReport": ".replay",
+    "VerifyReport": ".replay",
+    "verify": ".replay",
+    "ScopeView": ".scope",
+    "verify_scope": ".scope",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines a public ``name`` on first access and cache it here.
+
+    Raises:
+        AttributeError: ``name`` is not a public name of the package.
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "ActorReport",

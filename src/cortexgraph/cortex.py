@@ -15,12 +15,10 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from .batch import Batch, record_access
 from .clock import Clock
-from .compact import CompactReport, run_compact
-from .context import ContextBundle, run_context
 from .core.commitments import MemoryProof, SnapshotManifest, build_memory_proof, manifest_for, roots
 from .core.forms import TokenEstimator
 from .core.graph import check_traversal
@@ -51,11 +49,17 @@ from .reading import (
 )
 from .recall import RecallResult, run_recall
 from .records import Attestation, Edge, Neighbor, Stats, Traversal
-from .replay import append_entries, rebuild
-from .scope import export_scope
 from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES
 from .store.txn import WriteTxn
 from .vector.state import VectorState
+
+if TYPE_CHECKING:
+    from .compact import CompactReport
+    from .context import ContextBundle
+
+# The verbs a short-lived process rarely runs (compact, context, scope, rebuild and append)
+# import their modules when called: every command and hook starts a fresh interpreter, and
+# those modules (with the replay checks and the context packer) would cost each of them.
 
 __all__ = ["Attestation", "Batch", "Cortex", "Edge", "Neighbor", "Stats", "Traversal", "open"]
 
@@ -280,6 +284,8 @@ class Cortex:
         pruned and merged memories leave find, recall and context but stay resolvable;
         reading an archived one (late binding) restores it. See ``docs/lifecycle.md``.
         """
+        from .compact import run_compact
+
         return run_compact(self._handle, now=now)
 
     def scope(
@@ -299,6 +305,8 @@ class Cortex:
         :func:`cortexgraph.verify_scope`, which needs no database. Bundles are capped at
         64 MiB. Format: ``docs/scopes.md``.
         """
+        from .scope import export_scope
+
         return export_scope(self._handle, where_or_uris, limit=limit, include_edges=include_edges)
 
     def weights(self) -> tuple[int, ...]:
@@ -429,6 +437,8 @@ class Cortex:
             A :class:`ContextBundle` ``(text, items, tokens, digest)``: the same state and
             arguments give the same bytes.
         """
+        from .context import run_context
+
         return run_context(
             self._handle,
             query=query,
@@ -692,6 +702,8 @@ class Cortex:
         Returns the number of entries replayed; ``progress(done, total)`` is called as it
         goes. The result is byte-identical to the incremental state (J4).
         """
+        from .replay import rebuild
+
         return rebuild(self._handle, progress=progress)
 
     def append_entries(
@@ -716,6 +728,8 @@ class Cortex:
             VerificationError: the root differs from ``expect_root``'s.
             ReadOnlyError: a read-only handle. CortexError: inside a batch.
         """
+        from .replay import append_entries
+
         return append_entries(
             self._handle, entries, expect_root=expect_root, progress=progress
         )

@@ -15,42 +15,61 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import CortexError, NotFoundError, __version__
 from .claude_code import add_claude_code_parser
-from .commands import (
-    cmd_backfill,
-    cmd_compact,
-    cmd_context,
-    cmd_demo,
-    cmd_find,
-    cmd_forget,
-    cmd_get,
-    cmd_init,
-    cmd_inspect,
-    cmd_journal,
-    cmd_link,
-    cmd_rebuild,
-    cmd_recall,
-    cmd_remember,
-    cmd_root,
-    cmd_scope,
-    cmd_snapshot,
-    cmd_traverse,
-    cmd_unlink,
-    cmd_update,
-    cmd_verify,
-)
 from .extract import add_extract_parser
 from .hook import add_hook_parser
 from .output import Output, fail
-from .transfer import cmd_export, cmd_import, cmd_stats
 
 __all__ = ["main"]
+
+
+def _lazy(module: str, name: str) -> Callable[[argparse.Namespace, Output], int]:
+    """The command ``name`` of ``module`` (relative to this package), imported when it runs.
+
+    Building the parser, ``--help`` and a usage error then load none of the library: every
+    command module imports the store, numpy and the verbs, which ``--help`` never needs.
+    """
+
+    def run(args: argparse.Namespace, out: Output) -> int:
+        command: Callable[[argparse.Namespace, Output], int]
+        command = getattr(importlib.import_module(module, __package__), name)
+        return command(args, out)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+cmd_backfill = _lazy(".commands", "cmd_backfill")
+cmd_compact = _lazy(".commands", "cmd_compact")
+cmd_context = _lazy(".commands", "cmd_context")
+cmd_demo = _lazy(".commands", "cmd_demo")
+cmd_find = _lazy(".commands", "cmd_find")
+cmd_forget = _lazy(".commands", "cmd_forget")
+cmd_get = _lazy(".commands", "cmd_get")
+cmd_init = _lazy(".commands", "cmd_init")
+cmd_inspect = _lazy(".commands", "cmd_inspect")
+cmd_journal = _lazy(".commands", "cmd_journal")
+cmd_link = _lazy(".commands", "cmd_link")
+cmd_rebuild = _lazy(".commands", "cmd_rebuild")
+cmd_recall = _lazy(".commands", "cmd_recall")
+cmd_remember = _lazy(".commands", "cmd_remember")
+cmd_root = _lazy(".commands", "cmd_root")
+cmd_scope = _lazy(".commands", "cmd_scope")
+cmd_snapshot = _lazy(".commands", "cmd_snapshot")
+cmd_traverse = _lazy(".commands", "cmd_traverse")
+cmd_unlink = _lazy(".commands", "cmd_unlink")
+cmd_update = _lazy(".commands", "cmd_update")
+cmd_verify = _lazy(".commands", "cmd_verify")
+cmd_export = _lazy(".transfer", "cmd_export")
+cmd_import = _lazy(".transfer", "cmd_import")
+cmd_stats = _lazy(".transfer", "cmd_stats")
 
 
 def _default_root() -> str:

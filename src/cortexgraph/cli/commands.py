@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +19,15 @@ from .. import (
     Q,
     ValidationError,
     open,
-    verify,
-    verify_scope,
 )
 from ..core.predicates import Predicate
 from ..cortex import sync_vectors
-from .output import Output, entry_json, fail, jsonable, print_record, record_json
+from .output import Output, fail, print_record, record_json
 from .progress import ProgressBar
+
+# ``cortexgraph.io`` (the export format), replay verification, scope checking and
+# ``tempfile`` are imported by the few commands that use them: every command starts a
+# fresh interpreter, and the frequent ones (recall, remember, find) should not pay for them.
 
 
 def _open(
@@ -311,6 +312,8 @@ def cmd_scope(args: argparse.Namespace, out: Output) -> int:
         return 0
     # Without --trusted-root only the bundle's self-consistency is checked: anyone can
     # build a self-consistent bundle, so that is never reported as verified (exit 1).
+    from .. import verify_scope
+
     trusted: bytes | None = args.trusted_root
     view = verify_scope(Path(args.file).read_bytes(), trusted_root=trusted)
     summary = (
@@ -348,6 +351,8 @@ def cmd_forget(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_journal(args: argparse.Namespace, out: Output) -> int:
+    from ..io import render_entry as entry_json  # the export's rendering of an entry
+
     with _open(args, readonly=True) as cx:
         for entry in cx.journal(since=args.since):
             data = entry_json(entry)
@@ -361,6 +366,8 @@ def cmd_journal(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace, out: Output) -> int:
+    from ..io import readable as jsonable  # one rendering of bytes, the export's
+
     with _open(args, readonly=True) as cx:
         stats = cx.stats()
         digests = cx.table_digests()
@@ -385,6 +392,8 @@ def cmd_verify(args: argparse.Namespace, out: Output) -> int:
     anything is wrong (the report lists each problem per actor), 2 for usage errors (the
     root is missing or not a directory, no store under it, a bad actor name). With
     ``--json`` one JSON report is printed on stdout in every case."""
+    from .. import verify
+
     try:
         if not Path(args.store_root).is_dir():
             raise NotFoundError(f"{args.store_root} is not a directory")
@@ -430,6 +439,8 @@ def cmd_backfill(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace, out: Output) -> int:
+    from ..io import readable as jsonable  # one rendering of bytes, the export's
+
     with _open(args) as cx:
         manifest = cx.snapshot()
     data = jsonable(attrs.asdict(manifest))
@@ -438,6 +449,8 @@ def cmd_snapshot(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_root(args: argparse.Namespace, out: Output) -> int:
+    from ..io import readable as jsonable  # one rendering of bytes, the export's
+
     with _open(args, readonly=True) as cx:
         manifest = cx.roots()
     data = jsonable(attrs.asdict(manifest))
@@ -447,6 +460,8 @@ def cmd_root(args: argparse.Namespace, out: Output) -> int:
 
 
 def cmd_demo(args: argparse.Namespace, out: Output) -> int:
+    import tempfile
+
     from ..demo import run_demo
 
     if args.dir is not None:

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..extract import (
-    CommandExtractor,
-    ExtractionContext,
-    ExtractionInput,
-    Extractor,
-    HttpExtractor,
-    ingest,
-    read_transcript,
-)
 from .output import Output
 from .progress import ProgressBar
+
+if TYPE_CHECKING:
+    from ..extract import Extractor
+
+# The extraction modules (and through them the store) are imported inside the functions that
+# run the command: building the parser, which every command and ``--help`` does, must not
+# load the library.
 
 __all__ = ["add_extract_parser", "cmd_extract"]
 
@@ -50,6 +48,8 @@ def add_extract_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _extractor(args: argparse.Namespace) -> Extractor | None:
+    from ..extract import CommandExtractor, HttpExtractor
+
     if args.extractor == "command":
         return CommandExtractor(shlex.split(args.command), timeout=args.timeout)
     if args.extractor == "http":
@@ -65,6 +65,7 @@ def _extractor(args: argparse.Namespace) -> Extractor | None:
 def cmd_extract(args: argparse.Namespace, out: Output) -> int:
     """Run ``cortexgraph extract``; prints the extraction report."""
     from .. import open as open_store
+    from ..extract import ExtractionContext, ExtractionInput, HttpExtractor, ingest, read_transcript
 
     turns = read_transcript(args.transcript)
     context = ExtractionContext(project=args.project, branch=args.branch, cwd=args.cwd)

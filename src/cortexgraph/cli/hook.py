@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..integrations.claude_code.install import HOOK_EVENTS
+
 __all__ = ["add_hook_parser"]
 
 
@@ -14,7 +16,6 @@ def add_hook_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add ``hook EVENT`` to ``sub`` (the parser's subparsers action). ``common`` is not
     used: the store is the project's, found from the event's ``cwd``."""
     del common
-    from ..integrations.claude_code.hooks import EVENTS
 
     p = sub.add_parser(
         "hook",
@@ -23,7 +24,7 @@ def add_hook_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         " JSON on stdout when there is something to add. Failures go to"
         " <project>/.memory/cortex.log; the exit status is always 0.",
     )
-    p.add_argument("event", help=f"one of {', '.join(EVENTS)}")
+    p.add_argument("event", help=f"one of {', '.join(event for event, _ in HOOK_EVENTS)}")
     p.set_defaults(func=_run_hook, json=False)
 
 

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .. import Record
-from ..io import readable as jsonable  # one rendering of bytes, the export's
-from ..io import render_entry as entry_json
+if TYPE_CHECKING:
+    from .. import Record
 
 __all__ = [
     "Output",
-    "entry_json",
     "fail",
-    "jsonable",
     "print_record",
     "record_json",
 ]

@@ -20,7 +20,8 @@ from typing import Any
 
 from .. import open
 from ..io import export_journal, export_markdown, import_journal, read_journal
-from .output import Output, jsonable
+from ..io import readable as jsonable  # one rendering of bytes, the export's
+from .output import Output
 from .progress import ProgressBar
 
 __all__ = ["cmd_export", "cmd_import", "cmd_stats"]

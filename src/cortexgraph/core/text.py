@@ -179,12 +179,18 @@ def _mark_class() -> str:
     return "".join(ranges)
 
 
-_MARKS = _mark_class()
-# One token: a character of a script without spaces with its marks, or a run of letters
-# and digits (other than those), combining marks and apostrophes. "_" is not a letter.
-_WORD = re.compile(
-    rf"[{_NOSPACE_RANGES}][{_MARKS}]*|(?:[^\W_{_NOSPACE_RANGES}]+|[{_MARKS}']+)+"
-)
+@functools.cache
+def _word_pattern() -> re.Pattern[str]:
+    """One token: a character of a script without spaces with its marks, or a run of letters
+    and digits (other than those), combining marks and apostrophes. "_" is not a letter.
+
+    Built on first use, not at import: scanning the mark blocks and compiling the Unicode
+    classes costs milliseconds that ASCII-only text (the fast path) never needs.
+    """
+    marks = _mark_class()
+    return re.compile(rf"[{_NOSPACE_RANGES}][{marks}]*|(?:[^\W_{_NOSPACE_RANGES}]+|[{marks}']+)+")
+
+
 # ASCII text takes a fast path: one bytes.translate lowercases it and turns every byte
 # that is not a letter, digit or apostrophe into a space, then str.split() cuts words.
 _ASCII_TABLE = bytes(
@@ -220,7 +226,7 @@ def _words(text: str) -> list[str]:
         return text.encode("ascii").translate(_ASCII_TABLE).decode("ascii").split()
     folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
     folded = folded.replace("i\u0307", "i").replace("\u2019", "'").replace("\u02bc", "'")
-    return _WORD.findall(folded)
+    return _word_pattern().findall(folded)
 
 
 # ---------------------------------------------------------------------------

@@ -15,7 +15,6 @@ choice; the recall layer never sends raw code (``ArtifactRef`` content) to an em
 
 from __future__ import annotations
 
-import email.utils
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -266,6 +265,8 @@ def _parse_retry_after(value: str) -> float | None:
     try:
         seconds = float(value)
     except ValueError:
+        import email.utils  # only for an HTTP-date Retry-After; the module costs milliseconds
+
         try:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError):

@@ -30,18 +30,19 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import cortexgraph as cg
 
-from ...core.extraction import ExtractionContext
-from ...extract import ExtractionInput, ingest
-from ...extract.chunking import read_transcript
+from .install import HOOK_EVENTS
 from .stores import project_store
+
+if TYPE_CHECKING:
+    from ...core.extraction import ExtractionContext
 
 __all__ = ["EVENTS", "LOG_NAME", "SURFACE_BUDGETS", "run_hook", "surface_text"]
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd", "PreCompact")
+EVENTS = tuple(event for event, _ in HOOK_EVENTS)
 LOG_NAME = "cortex.log"
 SURFACE_FILE = Path(".claude") / "cortex-memory.local.md"
 START_MARK = "<!-- CORTEX_MEMORY_START -->"
@@ -226,6 +227,8 @@ def _git(cwd: Path, *args: str) -> str | None:
 def git_context(cwd: Path) -> ExtractionContext:
     """The project, cwd, branch, recent commits and changed files of ``cwd`` (none of the
     git parts outside a repository)."""
+    from ...core.extraction import ExtractionContext
+
     branch = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
     commits = _git(cwd, "log", "-5", "--format=%s") if branch else None
     changed = _git(cwd, "diff", "--name-only", "HEAD") if branch else None
@@ -239,6 +242,11 @@ def git_context(cwd: Path) -> ExtractionContext:
 
 
 def _extract(payload: Mapping[str, Any], cwd: Path) -> str | None:
+    # imported here, not at the top: the prompt hook runs on every prompt and needs none
+    # of extraction (start-up time)
+    from ...extract import ExtractionInput, ingest
+    from ...extract.chunking import read_transcript
+
     transcript = payload.get("transcript_path")
     session = payload.get("session_id")
     if not isinstance(transcript, str) or not isinstance(session, str) or not session:
