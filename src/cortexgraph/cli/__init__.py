@@ -45,6 +45,7 @@ from .commands import (
     cmd_verify,
 )
 from .extract import add_extract_parser
+from .index_code import add_index_code_parser
 from .output import Output, fail
 from .transfer import cmd_export, cmd_import, cmd_stats
 
@@ -283,6 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     add_extract_parser(sub, common)
+    add_index_code_parser(sub, common)
     return parser
 
 
