@@ -254,6 +254,20 @@ def test_deleted_file_under_an_indexed_directory_is_tombstoned(
     assert all(CLOCK_PY in name for name in report.tombstoned)
 
 
+def test_descriptions_merged_by_the_lifecycle_are_not_indexed_again(tmp_path: Path) -> None:
+    """With auto-linking, compaction merges two alike descriptions (two ``now_ms``
+    methods); a re-index still knows the merged one and writes nothing."""
+    clock = cg.ManualClock(1_700_000_000_000)
+    with cg.open(
+        tmp_path / "s", "agent", clock=clock, autolink=True, embedder=cg.HashEmbedder()
+    ) as cx:
+        index_code(cx, [SRC / "cortexgraph/clock.py"], base=SRC.parent)
+        assert cx.compact().merged
+        seq = cx.seq
+        again = index_code(cx, [SRC / "cortexgraph/clock.py"], base=SRC.parent)
+        assert again.written == () and cx.seq == seq
+
+
 def test_syntax_error_is_reported_and_the_file_left_as_it_was(
     cx: cg.Cortex, tmp_path: Path
 ) -> None:

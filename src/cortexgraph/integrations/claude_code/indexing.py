@@ -437,18 +437,33 @@ def index_code(
 
 
 def _indexed(cx: Cortex, ns: str) -> dict[str, tuple[Record | None, Record | None]]:
-    """The active indexed memories of ``ns`` by key: ``{key: (artifact, fact)}``."""
+    """The indexed memories of ``ns`` that are not tombstoned or pruned, by key:
+    ``{key: (artifact, fact)}``.
+
+    Archived and merged ones count: the lifecycle may archive a description, or merge two
+    alike ones (two ``now_ms`` methods), and the symbol is still indexed then; a re-index
+    that took it for new would write its pair again on every run.
+    """
     pairs: dict[str, tuple[Record | None, Record | None]] = {}
-    hits = cx.find(Q.tag(INDEX_TAG) & Q.ns(ns), limit=_FIND_LIMIT, order_by="recent")
+    kept = Q.status("active") | Q.status("archived") | Q.status("merged")
+    hits = cx.find(Q.tag(INDEX_TAG) & Q.ns(ns) & kept, limit=_FIND_LIMIT, order_by="recent")
+    # A merge's survivor carries the key tags of both memories; each key takes the
+    # memory with the fewest keys (its own, where the merged one kept it).
+    best: dict[tuple[str, str], tuple[int, Record]] = {}
     for hit in hits.hits:
         memory = hit.record.memory
-        key = next((t for t in memory.tags if t.startswith("code:")), None)
-        if key is None:
+        if not isinstance(memory, (ArtifactRef, Fact)):
             continue
+        keys = [t for t in memory.tags if t.startswith("code:")]
+        for key in keys:
+            slot = (key, memory.type_name)
+            if slot not in best or len(keys) < best[slot][0]:
+                best[slot] = (len(keys), hit.record)
+    for (key, type_name), (_, record) in sorted(best.items()):
         artifact, fact = pairs.get(key, (None, None))
-        if isinstance(memory, ArtifactRef):
-            artifact = hit.record
-        elif isinstance(memory, Fact):
-            fact = hit.record
+        if type_name == ArtifactRef.type_name:
+            artifact = record
+        else:
+            fact = record
         pairs[key] = (artifact, fact)
     return pairs
