@@ -17,6 +17,7 @@ import cortexgraph as cg
 from cortexgraph.batch import Batch
 from cortexgraph.cli import main
 from cortexgraph.core.fusion import embed_text
+from cortexgraph.core.postings import index_text
 from cortexgraph.integrations.claude_code.indexing import INDEX_TAG, IndexReport, index_code
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -128,6 +129,7 @@ def test_every_public_symbol_of_src_has_its_pair(
         digest = hashlib.sha256(code.content.encode()).hexdigest()
         assert code.content_hash == f"sha256:{digest}"
         assert code.content not in embed_text(code, "default")
+        assert code.content not in index_text(code)
         qualname = code.text.split(" ")[1]
         assert description.summary == f"{qualname} ({code.path})"
         got[(code.path, qualname)] = digest
