@@ -25,6 +25,7 @@ from .. import CortexError, NotFoundError, __version__
 from .claude_code import add_claude_code_parser
 from .extract import add_extract_parser
 from .hook import add_hook_parser
+from .index_code import add_index_code_parser
 from .output import Output, fail
 
 __all__ = ["main"]
@@ -306,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_extract_parser(sub, common)
     add_claude_code_parser(sub, common)
     add_hook_parser(sub, common)
+    add_index_code_parser(sub, common)
     return parser
 
 
