@@ -1,0 +1,132 @@
+"""Time the Claude Code hooks as Claude Code runs them: a whole process per call.
+
+Usage (``PYTHONPATH`` names the source tree that is timed)::
+
+    PYTHONPATH=src .venv/bin/python benches/hooks.py [--n 10000] [--runs 20] [--json]
+
+A project store of ``--n`` memories (texts of ten words from a small vocabulary, tagged
+decision, gotcha or context) is written once; then ``cortexgraph hook UserPromptSubmit``
+(keyword recall for a prompt) and ``cortexgraph hook SessionStart`` (the surface, computed
+afresh: there is no surface cache yet) each run ``--runs`` times as a fresh interpreter
+with the event's JSON on stdin, and the wall time from spawning to exit is reported,
+interpreter start-up included. A bare ``python -c pass`` is the floor. Targets: the prompt
+hook p95 <= 200 ms at 10,000 memories; SessionStart with a cached surface p95 <= 150 ms.
+Nothing here fails on timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import cortexgraph as cg
+from _report import markdown_table, percentile, progress
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+ENV = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(SRC))}
+WORDS = [
+    "deploy",
+    "billing",
+    "service",
+    "login",
+    "safari",
+    "migration",
+    "postgres",
+    "cache",
+    "queue",
+    "worker",
+    "token",
+    "api",
+    "schema",
+    "index",
+    "cluster",
+    "retry",
+    "timeout",
+    "budget",
+]
+PROMPT = "why does the billing migration time out?"
+TARGETS = {"UserPromptSubmit": 200.0, "SessionStart": 150.0}
+
+
+def build(project: Path, n: int) -> None:
+    """A project store of ``n`` memories under ``project/.memory``."""
+    rng = random.Random(1)
+    with cg.open(project / ".memory", "project", sync=False) as cx, cx.batch() as batch:
+        for i in range(n):
+            text = " ".join(rng.choice(WORDS) for _ in range(10)) + f" note {i}"
+            tag = rng.choice(["decision", "gotcha", "context"])
+            batch.write(cg.Fact(text=text, tags=(tag,)), at=1_700_000_000_000 + i)
+
+
+def wall_ms(command: list[str], stdin: str, runs: int) -> list[float]:
+    """The wall times of ``runs`` runs of ``command`` fed ``stdin``, in milliseconds."""
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(command, input=stdin, text=True, env=ENV, check=True, capture_output=True)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def measure(n: int, runs: int) -> dict[str, Any]:
+    """p50 and p95 of each hook and of the bare interpreter."""
+    with tempfile.TemporaryDirectory() as scratch:
+        project = Path(scratch) / "proj"
+        progress(f"hooks: writing {n:,} memories")
+        build(project, n)
+        hook = [sys.executable, "-m", "cortexgraph.cli", "hook"]
+        payloads = {
+            "UserPromptSubmit": {"prompt": PROMPT},
+            "SessionStart": {"source": "startup"},
+        }
+        out: dict[str, Any] = {"memories": n, "runs": runs}
+        out["python -c pass"] = wall_ms([sys.executable, "-c", "pass"], "", runs)
+        for event, extra in payloads.items():
+            stdin = json.dumps(
+                {"session_id": "bench", "cwd": str(project), "hook_event_name": event, **extra}
+            )
+            wall_ms([*hook, event], stdin, 1)  # warm the file cache
+            progress(f"hooks: {event}, {runs} runs")
+            out[event] = wall_ms([*hook, event], stdin, runs)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10_000, help="memories in the store")
+    parser.add_argument("--runs", type=int, default=20, help="runs per case")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    result = measure(args.n, args.runs)
+    rows = []
+    for case in ("python -c pass", "UserPromptSubmit", "SessionStart"):
+        times = result[case]
+        target = TARGETS.get(case)
+        p95 = percentile(times, 95)
+        rows.append(
+            [
+                case,
+                f"{percentile(times, 50):,.0f}",
+                f"{p95:,.0f}",
+                "-" if target is None else f"<= {target:,.0f} ms",
+                "-" if target is None else ("yes" if p95 <= target else "no"),
+            ]
+        )
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"hooks as whole processes, {args.n:,} memories, {args.runs} runs each\n")
+        print(markdown_table(["case", "p50 ms", "p95 ms", "target (p95)", "met"], rows, {1, 2}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
