@@ -151,3 +151,62 @@ def test_growth_at_any_point_of_a_batch(tmp_path: Path, kib: int) -> None:
             sizes.append(data_size(cx))
     assert sizes[0] > TINY  # the tiny map grew
     assert digests[0] == digests[1]
+
+
+class ResizingFakeEnv:
+    """A fake of py-lmdb's Environment for a map another process grows ``times`` times in a
+    row: ``begin`` fails with MDB_MAP_RESIZED while a growth is not adopted, and each
+    ``set_mapsize(0)`` adopts one growth only (the writer grew it again meanwhile)."""
+
+    def __init__(self, real: object, times: int) -> None:
+        self.real, self.left, self.adopted = real, times, 0
+
+    def begin(self, *args: object, **kwargs: object) -> object:
+        import lmdb
+
+        if self.left:
+            raise lmdb.MapResizedError("mdb_txn_begin: MDB_MAP_RESIZED (fake)")
+        return self.real.begin(*args, **kwargs)  # type: ignore[attr-defined]
+
+    def set_mapsize(self, size: int) -> None:
+        self.adopted += 1
+        self.left = max(0, self.left - 1)
+        self.real.set_mapsize(size)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.real, name)
+
+
+@pytest.mark.parametrize("times", [1, 3, 7])
+def test_a_read_adopts_a_map_grown_again_and_again(tmp_path: Path, times: int) -> None:
+    """Another process growing the map while this one adopts it: a transaction that meets
+    MDB_MAP_RESIZED several times in a row adopts each time and begins (one adoption was
+    not enough under a writer that keeps growing the map)."""
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        uri = cx.write(cg.Fact(text="kept"), at=1)
+        env = cx._handle.env
+        fake = ResizingFakeEnv(env._env, times)
+        env._env = fake
+        try:
+            assert cx.resolve(uri).memory.text == "kept"
+        finally:
+            env._env = fake.real
+        assert (fake.left, fake.adopted) == (0, times)
+
+
+def test_a_map_that_never_stops_growing_is_a_storage_error(tmp_path: Path) -> None:
+    """When every attempt meets another growth, the read gives up with a StorageError
+    naming the store, instead of retrying for ever."""
+    from cortexgraph.store.env import ADOPT_ATTEMPTS
+
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        uri = cx.write(cg.Fact(text="kept"), at=1)
+        env = cx._handle.env
+        fake = ResizingFakeEnv(env._env, ADOPT_ATTEMPTS + 5)
+        env._env = fake
+        try:
+            with pytest.raises(cg.StorageError, match="MAP_RESIZED"):
+                cx.resolve(uri)
+        finally:
+            env._env = fake.real
+        assert fake.adopted == ADOPT_ATTEMPTS  # every attempt after the first adopted first

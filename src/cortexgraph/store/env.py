@@ -122,6 +122,12 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 
+
+#: how many times opening a table or beginning a transaction adopts a map that another
+#: process grew before giving up: each adoption can meet a further growth by a writer that
+#: keeps growing the map (E3)
+ADOPT_ATTEMPTS = 8
+
 class Environment:
     """An open LMDB environment with the cortexgraph tables.
 
@@ -239,11 +245,14 @@ class Environment:
             # Without a txn argument py-lmdb opens the handle in a transaction of its own
             # that it commits, which is what keeps the handle valid in read-only mode.
             try:
-                try:
-                    dbs[name] = self._env.open_db(name.encode(), create=False)
-                except lmdb.MapResizedError:  # that transaction met another's growth (E3)
-                    self._adopt_map()
-                    dbs[name] = self._env.open_db(name.encode(), create=False)
+                for attempt in range(ADOPT_ATTEMPTS):
+                    try:
+                        dbs[name] = self._env.open_db(name.encode(), create=False)
+                        break
+                    except lmdb.MapResizedError:  # that transaction met another's growth (E3)
+                        if attempt == ADOPT_ATTEMPTS - 1:
+                            raise
+                        self._adopt_map()
             except lmdb.Error as exc:
                 raise storage_error(exc, self.path, table=name, operation="open") from exc
         self.dbs = dbs
@@ -344,18 +353,29 @@ class Environment:
                         " held a transaction of it; end that transaction and retry",
                         operation=operation,
                     ) from None
-                gate.leave()
+            for _ in range(ADOPT_ATTEMPTS - 1):
+                self._adopt_map_outside(gate)
                 try:
-                    self._adopt_map()
-                finally:
-                    gate.enter()
-                return self._env.begin(write=write, buffers=False)
+                    return self._env.begin(write=write, buffers=False)
+                except lmdb.MapResizedError:  # grown again meanwhile: adopt again
+                    continue
+            self._adopt_map_outside(gate)
+            return self._env.begin(write=write, buffers=False)  # the last attempt
         except lmdb.Error as exc:
             gate.leave()
             raise storage_error(exc, self.path, operation=operation) from exc
         except BaseException:
             gate.leave()
             raise
+
+    def _adopt_map_outside(self, gate: Any) -> None:
+        """Adopt a grown map with this thread's place in ``gate`` given up meanwhile (the
+        resize waits for every live transaction of the process, this one's included)."""
+        gate.leave()
+        try:
+            self._adopt_map()
+        finally:
+            gate.enter()
 
     def _adopt_map(self) -> None:
         """Take up the map size another process set (E3)."""
