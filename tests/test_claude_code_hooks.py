@@ -296,3 +296,58 @@ def test_the_surface_keeps_within_its_token_ceiling(tmp_path: Path) -> None:
         surface = surface_text(cx)
     assert sum(cg.estimate_tokens(line) for line in surface.splitlines()) <= 500
     assert sum(1 for line in surface.splitlines() if line.startswith("- decision")) <= 25
+
+
+def test_two_stop_hooks_at_once_lose_nothing(repo: Path, tmp_path: Path) -> None:
+    """Two sessions' Stop hooks on one project at the same moment: both sessions' memories
+    are there, each once, and the store verifies (the writer lock serialises the batches;
+    each batch carries its cursor)."""
+    other = [
+        {
+            "type": "user",
+            "message": {"role": "user", "content": "We decided to deploy on Fridays only."},
+        },
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": "Gotcha: the cache must be warmed before a deploy.",
+            },
+        },
+    ]
+    sessions = []
+    for name, lines in (("s1", SESSION), ("s2", other)):
+        (tmp_path / name).mkdir()
+        sessions.append((name, transcript(tmp_path / name, lines)))
+    env = {**os.environ, "PYTHONPATH": str(Path(cg.__file__).parent.parent)}
+    procs = []
+    for session, path in sessions:
+        payload = tmp_path / f"{session}.json"
+        payload.write_text(
+            json.dumps({"session_id": session, "transcript_path": str(path), "cwd": str(repo)})
+        )
+        with payload.open() as stdin:  # both start before either is waited for
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "cortexgraph.cli", "hook", "Stop"],
+                    stdin=stdin,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    cwd=repo,
+                    env=env,
+                )
+            )
+    outputs = [proc.communicate(timeout=120) for proc in procs]
+    assert [proc.returncode for proc in procs] == [0, 0]
+    assert outputs == [("", ""), ("", "")]
+    assert log_lines(repo) == []
+    where = project_store(repo)
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        decisions = sorted(h.record.memory.text for h in cx.find(cg.Q.tag("decision"), limit=10))
+    assert decisions == [
+        "We decided to deploy on Fridays only.",
+        "We decided to use PostgreSQL instead of MySQL for the billing service.",
+    ]
+    report = cg.verify(where.root)
+    assert report.ok, report
