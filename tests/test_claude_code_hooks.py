@@ -351,3 +351,37 @@ def test_two_stop_hooks_at_once_lose_nothing(repo: Path, tmp_path: Path) -> None
     ]
     report = cg.verify(where.root)
     assert report.ok, report
+
+
+@pytest.mark.slow
+def test_a_20_mb_transcript_is_extracted_in_bounded_time(repo: Path, tmp_path: Path) -> None:
+    """A 20 MB session (tool results of 20 KB each between repeated turns) exits 0 without
+    a log line, and its repeated decision is one memory (dedup), not thousands."""
+    turn = {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": "We decided to keep the cache warm before each deploy. " * 3,
+        },
+    }
+    tool = {
+        "type": "user",
+        "message": {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x" * 20_000}],
+        },
+    }
+    path = tmp_path / "big.jsonl"
+    size = 0
+    with path.open("w") as out:
+        for i in range(100_000):
+            line = json.dumps(tool if i % 3 == 0 else turn) + "\n"
+            out.write(line)
+            size += len(line)
+            if size >= 20 * 1024 * 1024:
+                break
+    done = stop(repo, path)
+    assert (done.returncode, done.stdout, log_lines(repo)) == (0, "", [])
+    where = project_store(repo)
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        assert len(cx.find(cg.Q.tag("decision"), limit=10)) == 1
