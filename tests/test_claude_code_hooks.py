@@ -183,29 +183,15 @@ def test_a_session_is_learned_surfaced_and_recalled(repo: Path, tmp_path: Path) 
     )
     assert again.stdout == start.stdout  # the same store gives the same bytes
 
-    prompt = hook(
-        "UserPromptSubmit",
-        {
-            "session_id": "s2",
-            "cwd": str(repo),
-            "hook_event_name": "UserPromptSubmit",
-            "prompt": "which database does billing use?",
-        },
-        repo,
-    )
+    def ask(text: str) -> subprocess.CompletedProcess[str]:
+        payload = {"session_id": "s2", "cwd": str(repo), "prompt": text}
+        return hook("UserPromptSubmit", {**payload, "hook_event_name": "UserPromptSubmit"}, repo)
+
+    prompt = ask("which database does billing use?")
     assert prompt.returncode == 0
     assert prompt.stdout == ""  # the PostgreSQL decision is on the surface already
     surface_file.write_text("")  # a surface without it: the prompt now brings it
-    prompt = hook(
-        "UserPromptSubmit",
-        {
-            "session_id": "s2",
-            "cwd": str(repo),
-            "hook_event_name": "UserPromptSubmit",
-            "prompt": "which database does billing use?",
-        },
-        repo,
-    )
+    prompt = ask("which database does billing use?")
     assert "PostgreSQL" in json.loads(prompt.stdout)["hookSpecificOutput"]["additionalContext"]
 
 

@@ -35,7 +35,7 @@ from typing import IO, TYPE_CHECKING, Any
 import cortexgraph as cg
 
 from .install import HOOK_EVENTS
-from .stores import project_store
+from .stores import StoreLocation, project_store
 
 if TYPE_CHECKING:
     from ...core.extraction import ExtractionContext
@@ -133,25 +133,33 @@ def surface_text(cx: cg.Cortex, *, now: int | None = None) -> str:
     tokens = 0
     for category, budget in SURFACE_BUDGETS.items():
         found = cx.find(cg.Q.tag(category), limit=budget, order_by="salience", now=now)
-        section = [_line(hit.record) for hit in found]
-        if not section:
+        if not found:
             continue
-        block = [f"## {category.replace('_', ' ')}", *section]
-        cost = sum(cg.estimate_tokens(line) for line in block)
-        while section and tokens + cost > SURFACE_TOKENS:
-            section.pop()
-            block = [f"## {category.replace('_', ' ')}", *section]
-            cost = sum(cg.estimate_tokens(line) for line in block)
-        if not section:
+        header = f"## {category.replace('_', ' ')}"
+        cost = cg.estimate_tokens(header)
+        kept: list[str] = []
+        for hit in found:  # the longest run of best lines that fits the ceiling
+            line = _line(hit.record)
+            if tokens + cost + cg.estimate_tokens(line) > SURFACE_TOKENS:
+                break
+            kept.append(line)
+            cost += cg.estimate_tokens(line)
+        if not kept:
             break
-        lines += block
+        lines += [header, *kept]
         tokens += cost
     return "\n".join(lines)
 
 
-def _session_start(payload: Mapping[str, Any], cwd: Path) -> str | None:
+def _existing_store(cwd: Path) -> StoreLocation | None:
+    """The project store of ``cwd`` if it was ever written (reading hooks create none)."""
     where = project_store(cwd)
-    if not (where.root / where.actor).exists():
+    return where if (where.root / where.actor).exists() else None
+
+
+def _session_start(payload: Mapping[str, Any], cwd: Path) -> str | None:
+    where = _existing_store(cwd)
+    if where is None:
         return None
     with cg.open(where.root, where.actor, readonly=True) as cx:
         surface = surface_text(cx)
@@ -188,8 +196,8 @@ def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
     prompt = payload.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         return None
-    where = project_store(cwd)
-    if not (where.root / where.actor).exists():
+    where = _existing_store(cwd)
+    if where is None:
         return None
     surface_file = cwd / SURFACE_FILE
     on_surface = surface_file.read_text(encoding="utf-8") if surface_file.exists() else ""
