@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,7 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import cortexgraph as cg
 
-from .install import HOOK_EVENTS
+from .install import HOOK_EVENTS, write_atomic
 from .stores import StoreLocation, project_store
 
 if TYPE_CHECKING:
@@ -178,15 +177,7 @@ def _write_surface(path: Path, surface: str) -> None:
         new = old[:start] + block + old[end + len(END_MARK) :]
     else:
         new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + block + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, scratch = tempfile.mkstemp(dir=path.parent, prefix=".cortex-memory.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(new)
-        os.replace(scratch, path)
-    except BaseException:
-        Path(scratch).unlink(missing_ok=True)
-        raise
+    write_atomic(path, new.encode("utf-8"))
 
 
 # -- UserPromptSubmit -----------------------------------------------------------------------

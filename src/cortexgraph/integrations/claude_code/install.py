@@ -59,6 +59,7 @@ __all__ = [
     "hooks_block",
     "install",
     "uninstall",
+    "write_atomic",
     "write_plugin",
 ]
 
@@ -180,7 +181,7 @@ def _sha256(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
-def _write_atomic(path: Path, raw: bytes) -> None:
+def write_atomic(path: Path, raw: bytes) -> None:
     """Write ``raw`` to ``path`` by renaming a synced temporary file over it (I3).
 
     A symbolic link is written through (its target is replaced), so that a settings file
@@ -276,8 +277,8 @@ def install(settings: Path, backup_dir: Path, *, program: str) -> InstallReport:
     record["installed_sha256"] = _sha256(new_raw)
     # The backup first: a crash between the two writes leaves a record whose hash matches
     # no file, which uninstall treats as an edited file (it removes our groups only).
-    _write_atomic(backup, _dump(record))
-    _write_atomic(settings, new_raw)
+    write_atomic(backup, _dump(record))
+    write_atomic(settings, new_raw)
     return InstallReport(settings, True, "installed")
 
 
@@ -303,7 +304,7 @@ def uninstall(settings: Path, backup_dir: Path) -> InstallReport:
             _drop_backup(backup)
             return InstallReport(settings, True, "restored")
         if isinstance(record.get("original_b64"), str):
-            _write_atomic(settings, base64.b64decode(record["original_b64"]))
+            write_atomic(settings, base64.b64decode(record["original_b64"]))
             _drop_backup(backup)
             return InstallReport(settings, True, "restored")
     data = _parse(settings, raw)
@@ -321,7 +322,7 @@ def uninstall(settings: Path, backup_dir: Path) -> InstallReport:
     if changed and not hooks:
         del data["hooks"]
     if changed:
-        _write_atomic(settings, _dump(data))
+        write_atomic(settings, _dump(data))
     _drop_backup(backup)
     return InstallReport(settings, changed, "removed" if changed else "unchanged")
 
@@ -431,5 +432,5 @@ def write_plugin(directory: Path, *, program: str) -> list[Path]:
         files.append((directory / "commands" / f"{name}.md", text.encode("utf-8")))
     for path, raw in files:
         if _read(path) != raw:
-            _write_atomic(path, raw)
+            write_atomic(path, raw)
     return [path for path, _ in files]
