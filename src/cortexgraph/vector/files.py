@@ -302,6 +302,18 @@ class IndexFiles:
         if digest != want["blake3"]:
             raise Unusable("damaged", f"{path.name} fails its BLAKE3 checksum")
 
+    def _parameters(self) -> dict[str, Any]:
+        """What the saved index was built with; a saved index with other values is not
+        this index's (saved once, checked on every load)."""
+        return {
+            "name": self.name,
+            "dim": self.dim,
+            "space": SPACE,
+            "M": self.M,
+            "ef_construction": self.ef_construction,
+            "seed": self.seed,
+        }
+
     def _check_meta(self, raw: bytes) -> dict[str, Any]:
         def bad(why: str) -> Unusable:
             return Unusable("damaged", f"metadata: {why}")
@@ -319,15 +331,7 @@ class IndexFiles:
             raise bad("fails its BLAKE3 checksum")
         if meta["format"] != FORMAT or type(meta["format"]) is not int:
             raise bad(f"format {meta['format']!r} is not {FORMAT}")
-        expected = {
-            "name": self.name,
-            "dim": self.dim,
-            "space": SPACE,
-            "M": self.M,
-            "ef_construction": self.ef_construction,
-            "seed": self.seed,
-        }
-        for key, value in expected.items():
+        for key, value in self._parameters().items():
             if meta[key] != value or type(meta[key]) is not type(value):
                 raise bad(f"{key} is {meta[key]!r}, this index wants {value!r}")
 
@@ -393,12 +397,7 @@ class IndexFiles:
         os.replace(ids_tmp, ids_path)
         body: dict[str, Any] = {
             "format": FORMAT,
-            "name": self.name,
-            "dim": self.dim,
-            "space": SPACE,
-            "M": self.M,
-            "ef_construction": self.ef_construction,
-            "seed": self.seed,
+            **self._parameters(),
             "watermark": watermark,
             "generation": generation,
             "capacity": int(index.get_max_elements()),
