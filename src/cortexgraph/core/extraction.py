@@ -72,7 +72,7 @@ CATEGORIES: dict[str, tuple[str, str]] = {
     "architecture": ("fact", "architecture"),
     "decision": ("fact", "decision"),
     "context": ("fact", "context"),
-    "code_description": ("fact", "code-description"),
+    "code_description": ("fact", "code_description"),
     "pattern": ("pattern", "pattern"),
     "gotcha": ("constraint", "gotcha"),
     "progress": ("event", "progress"),
