@@ -54,6 +54,7 @@ PUBLIC = [
     "RecallHit",
     "RecallResult",
     "Record",
+    "Salience",
     "ScopeView",
     "SnapshotManifest",
     "Source",
@@ -77,6 +78,7 @@ PUBLIC = [
     "estimate_tokens",
     "open",
     "render",
+    "store_generation",
     "verify",
     "verify_scope",
 ]

@@ -60,7 +60,17 @@ if TYPE_CHECKING:
         Source,
     )
     from .core.uri import MemoryURI
-    from .cortex import Attestation, Batch, Cortex, Edge, Neighbor, Stats, Traversal, open
+    from .cortex import (
+        Attestation,
+        Batch,
+        Cortex,
+        Edge,
+        Neighbor,
+        Salience,
+        Stats,
+        Traversal,
+        open,
+    )
     from .embed import (
         Embedder,
         HashEmbedder,
@@ -73,6 +83,7 @@ if TYPE_CHECKING:
     from .recall import RecallHit, RecallResult
     from .replay import ActorReport, VerifyReport, verify
     from .scope import ScopeView, verify_scope
+    from .store.stamp import store_generation
 
 __version__ = "0.1.0"
 
@@ -113,6 +124,7 @@ _LAZY: dict[str, str] = {
     "Cortex": ".cortex",
     "Edge": ".cortex",
     "Neighbor": ".cortex",
+    "Salience": ".cortex",
     "Stats": ".cortex",
     "Traversal": ".cortex",
     "open": ".cortex",
@@ -131,6 +143,7 @@ _LAZY: dict[str, str] = {
     "verify": ".replay",
     "ScopeView": ".scope",
     "verify_scope": ".scope",
+    "store_generation": ".store.stamp",
 }
 
 
@@ -200,6 +213,7 @@ __all__ = [
     "RecallHit",
     "RecallResult",
     "Record",
+    "Salience",
     "ScopeView",
     "SnapshotManifest",
     "Source",
@@ -223,6 +237,7 @@ __all__ = [
     "estimate_tokens",
     "open",
     "render",
+    "store_generation",
     "verify",
     "verify_scope",
 ]

@@ -27,7 +27,8 @@ from .core.journal import Entry, decode_entry
 from .core.keys import seq_key
 from .core.mmr import mmr_node_count
 from .core.predicates import Predicate
-from .core.signals import max_in_degree, read_in_degree, read_weights
+from .core.salience import FACTOR_NAMES, PPM, cold_score
+from .core.signals import max_in_degree, memory_factors, read_access, read_in_degree, read_weights
 from .core.state import HeadState, Record
 from .core.uri import MemoryURI, check_name
 from .embed import Embedder
@@ -48,7 +49,7 @@ from .reading import (
     traverse_from,
 )
 from .recall import RecallResult, run_recall
-from .records import Attestation, Edge, Neighbor, Stats, Traversal
+from .records import Attestation, Edge, Neighbor, Salience, Stats, Traversal
 from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES
 from .store.txn import WriteTxn
 from .vector.state import VectorState
@@ -540,6 +541,36 @@ class Cortex:
             read_head(txn, uri)
             highest = max_in_degree(txn)
             return read_in_degree(txn, uri.id) / highest if highest else 0.0
+
+    def salience(self, ref: MemoryRef, *, now: int | None = None) -> Salience:
+        """Why a memory ranks where it does: its five salience factors at ``now``, its
+        score with the store's weights, and the access and graph signals behind them.
+
+        Ranking profiles of one's own (an integration's formula) start from these
+        numbers instead of re-deriving them.
+
+        Args:
+            ref: the memory (URI or id); its head version is scored.
+            now: the instant (ms; default: the clock). Only recency depends on it.
+
+        Raises:
+            URIError: a malformed reference. NotFoundError: no such memory.
+        """
+        h = self._handle
+        uri = h.parse_ref(ref, allow_id=True)
+        at = h.at(now)
+        with h.reading() as txn:
+            head = read_head(txn, uri)
+            factors = memory_factors(txn, uri.id, at)
+            count, last = read_access(txn, uri.id)
+            return Salience(
+                uri=MemoryURI.trusted(h.actor, head.ns, uri.id, head.head),
+                factors={name: f / PPM for name, f in zip(FACTOR_NAMES, factors, strict=True)},
+                score=cold_score(factors, read_weights(txn)),
+                access_count=count,
+                last_access=last,
+                in_degree=read_in_degree(txn, uri.id),
+            )
 
     def resolve(self, ref: MemoryRef) -> Record:
         """The version a URI names: its pinned version, or the head without ``@version``.

@@ -11,7 +11,7 @@ import attrs
 from .core.bundle import ScopeEdge
 from .core.uri import MemoryURI
 
-__all__ = ["Attestation", "Edge", "HitSequence", "Neighbor", "Stats", "Traversal"]
+__all__ = ["Attestation", "Edge", "HitSequence", "Neighbor", "Salience", "Stats", "Traversal"]
 
 
 class _Addressed(Protocol):
@@ -127,6 +127,29 @@ class Neighbor:
     relation: str
     direction: str
     strength: float
+
+
+@attrs.frozen
+class Salience:
+    """A memory's salience at one instant and the signals it comes from
+    (:meth:`Cortex.salience`).
+
+    Attributes:
+        uri: the memory, pinned to its head version.
+        factors: the five factors in 0..1 by name (``confidence``, ``priority``,
+            ``centrality``, ``frequency``, ``recency``; see ``docs/ranking.md``).
+        score: the cold score with the store's current weights, 0..1,000,000.
+        access_count: how often the memory was read with late binding.
+        last_access: when it was last read so (ms; 0 if never).
+        in_degree: its active incoming edges.
+    """
+
+    uri: MemoryURI
+    factors: dict[str, float]
+    score: int
+    access_count: int
+    last_access: int
+    in_degree: int
 
 
 @attrs.frozen

@@ -108,6 +108,17 @@ _open_paths: dict[str, weakref.ref[Environment]] = {}
 _registry_lock = threading.Lock()
 
 
+def open_generation(path: Path) -> int | None:
+    """The last committed transaction id of the environment at ``path`` if this process
+    has it open, else None (see :func:`cortexgraph.store.stamp.store_generation`)."""
+    with _registry_lock:
+        ref = _open_paths.get(os.path.realpath(path))
+        env = ref() if ref is not None else None
+        if env is None or env._closed:
+            return None
+        return int(env._env.info()["last_txnid"])
+
+
 
 def _forget_after_fork() -> None:
     for ref in list(_open_paths.values()):

@@ -85,7 +85,8 @@ class PluginConfig:
         for key in value:
             if key not in _KEYS:
                 raise ValidationError(
-                    f"unknown key {key!r}{where}; expected some of {', '.join(_KEYS)}", field=str(key)
+                    f"unknown key {key!r}{where}; expected some of {', '.join(_KEYS)}",
+                    field=str(key),
                 )
         embedder = value.get("embedder")
         if embedder is not None and embedder not in EMBEDDERS:
