@@ -62,7 +62,17 @@ if TYPE_CHECKING:
 # import their modules when called: every command and hook starts a fresh interpreter, and
 # those modules (with the replay checks and the context packer) would cost each of them.
 
-__all__ = ["Attestation", "Batch", "Cortex", "Edge", "Neighbor", "Stats", "Traversal", "open"]
+__all__ = [
+    "Attestation",
+    "Batch",
+    "Cortex",
+    "Edge",
+    "Neighbor",
+    "Salience",
+    "Stats",
+    "Traversal",
+    "open",
+]
 
 
 _P = ParamSpec("_P")
