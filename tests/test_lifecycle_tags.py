@@ -90,9 +90,10 @@ def test_a_hand_archived_memory_is_pruned_30_days_later_unless_pinned(
 
 
 def test_archive_refuses_tombstoned_pruned_and_merged_memories(tmp_path: Path) -> None:
-    """A tombstoned memory raises TombstonedError; a pruned one ValidationError on
-    ``ref`` naming its status; a bad reason ValidationError on ``reason``; an unknown
-    id NotFoundError. None of them journals anything."""
+    """A tombstoned memory raises TombstonedError; a pruned or merged one
+    ValidationError on ``ref`` naming its status; a bad reason ValidationError on
+    ``reason``; an unknown id NotFoundError. None of them journals anything, and a
+    read-only handle raises ReadOnlyError."""
     with cg.open(tmp_path, "a") as cx:
         gone = cx.write(cg.Fact(text="gone"), at=T0)
         cx.tombstone(gone, at=T0)
@@ -100,12 +101,20 @@ def test_archive_refuses_tombstoned_pruned_and_merged_memories(tmp_path: Path) -
         cx.archive(pruned, at=T0)
         cx.compact(now=T0 + PRUNE)
         assert cx.resolve(pruned).status == "pruned"
+        twin_a = cx.write(cg.Fact(text="the twin deploys on main"), at=T0)
+        twin_b = cx.write(cg.Fact(text="the twin deploys on main", confidence=0.5), at=T0)
+        _suggest(cx, twin_a, twin_b)
+        cx.compact(now=T0 + PRUNE)
+        assert cx.resolve(twin_b).status == "merged"
         live = cx.write(cg.Fact(text="live"), at=T0)
         before = len(list(cx.journal()))
         with pytest.raises(cg.TombstonedError):
             cx.archive(gone)
         with pytest.raises(cg.ValidationError, match="pruned") as caught:
             cx.archive(pruned)
+        assert caught.value.field == "ref"
+        with pytest.raises(cg.ValidationError, match="merged") as caught:
+            cx.archive(twin_b)
         assert caught.value.field == "ref"
         with pytest.raises(cg.ValidationError) as caught:
             cx.archive(live, reason=3)  # type: ignore[arg-type]
@@ -117,6 +126,8 @@ def test_archive_refuses_tombstoned_pruned_and_merged_memories(tmp_path: Path) -
             cx.archive("00" * 16)
         assert len(list(cx.journal())) == before
         assert cx.resolve(live).status == "active"
+    with cg.open(tmp_path, "a", readonly=True) as ro, pytest.raises(cg.ReadOnlyError):
+        ro.archive(live)
 
 
 def test_archive_in_a_batch_commits_with_the_batch(tmp_path: Path) -> None:
