@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -55,7 +55,7 @@ from .store.txn import WriteTxn
 from .vector.state import VectorState
 
 if TYPE_CHECKING:
-    from .compact import CompactReport
+    from .compact import CompactReport, ConsolidationCandidate
     from .context import ContextBundle
 
 # The verbs a short-lived process rarely runs (compact, context, scope, rebuild and append)
@@ -279,11 +279,14 @@ class Cortex:
     update = _in_batch(Batch.update)
     update_head = _in_batch(Batch.update_head)
     tombstone = _in_batch(Batch.tombstone)
+    archive = _in_batch(Batch.archive)
     add_edge = _in_batch(Batch.add_edge)
     remove_edge = _in_batch(Batch.remove_edge)
     attest = _in_batch(Batch.attest)
 
-    def compact(self, *, now: int | None = None) -> CompactReport:
+    def compact(
+        self, *, now: int | None = None, half_lives: Mapping[str, int | None] | None = None
+    ) -> CompactReport:
         """Forget what stopped mattering and consolidate near-duplicates, all journaled.
 
         Active memories whose effective confidence (confidence x recency) fell below 0.3
@@ -294,10 +297,42 @@ class Cortex:
         (a new version; the other is ``merged`` and linked by ``derived_from``). Archived,
         pruned and merged memories leave find, recall and context but stay resolvable;
         reading an archived one (late binding) restores it. See ``docs/lifecycle.md``.
+
+        Args:
+            now: the time the rules are applied at (ms); the clock's by default.
+            half_lives: tag -> half-life in days (an integer >= 1) or None (stable). A
+                memory carrying one of these tags decays by it instead of by its type's
+                half-life; when several of its tags are listed, the shortest finite one
+                wins, and it is stable only if all of them are None. Pinned memories and
+                the doubling (more than 10 reads, or centrality above 0.5) work as before.
+
+        Raises:
+            ValidationError: a bad ``now`` or ``half_lives`` (field ``half_lives``, the
+                message naming the key).
         """
         from .compact import run_compact
 
-        return run_compact(self._handle, now=now)
+        return run_compact(self._handle, now=now, half_lives=half_lives)
+
+    def consolidation_candidates(self, *, limit: int = 100) -> tuple[ConsolidationCandidate, ...]:
+        """The suggested pairs :meth:`compact` would examine, and what it would do with each.
+
+        Read-only. Each suggested ``relates_to`` edge of strength >= 0.5 (auto-linking makes
+        them) is one :class:`~cortexgraph.compact.ConsolidationCandidate`: both head URIs,
+        the edge's strength, the similarity compaction computes and its decision
+        (``"merge"``, ``"keep"``, ``"weaken"`` or ``"skip"``), computed by the code
+        ``compact`` runs, so a ``compact`` right after does exactly this. The order is the
+        candidate table's (source id, then target id), the same for the same store.
+
+        Args:
+            limit: at most this many pairs (an integer >= 1), the first in that order.
+
+        Raises:
+            ValidationError: a bad ``limit`` (field ``limit``).
+        """
+        from .compact import consolidation_candidates
+
+        return consolidation_candidates(self._handle, limit=limit)
 
     def scope(
         self,
