@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 import cortexgraph as cg
-from cortexgraph.integrations.claude_code.hooks import END_MARK, START_MARK, surface_text
 from cortexgraph.integrations.claude_code.stores import project_store
+from cortexgraph.integrations.claude_code.surface import END_MARK, START_MARK, compute_surface
 
 SESSION = [
     {"type": "summary", "summary": "Billing service work"},
@@ -147,7 +147,7 @@ def test_a_session_is_learned_surfaced_and_recalled(repo: Path, tmp_path: Path) 
     assert any("migrations from CI" in t and k is cg.Constraint for t, k in texts.items())
 
     surface_file = repo / ".claude" / "cortex-memory.local.md"
-    surface_file.parent.mkdir()
+    assert "PostgreSQL instead of MySQL" in surface_file.read_text()  # Stop regenerated it
     surface_file.write_text("# my notes\nkeep me\n")
     start = hook(
         "SessionStart",
@@ -279,7 +279,7 @@ def test_the_surface_keeps_within_its_token_ceiling(tmp_path: Path) -> None:
                 cg.Fact(text=f"decision number {i} about the billing service", tags=("decision",))
             )
             cx.write(cg.Constraint(text=f"gotcha number {i} in the login page", tags=("gotcha",)))
-        surface = surface_text(cx)
+        surface = compute_surface([("project", cx)], None)
     assert sum(cg.estimate_tokens(line) for line in surface.splitlines()) <= 500
     assert sum(1 for line in surface.splitlines() if line.startswith("- decision")) <= 25
 

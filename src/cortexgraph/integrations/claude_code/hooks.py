@@ -4,20 +4,26 @@ Claude Code runs a hook as a command with a JSON object on stdin: ``session_id``
 ``transcript_path``, ``cwd`` and ``hook_event_name``, plus ``source`` (SessionStart),
 ``prompt`` (UserPromptSubmit), ``trigger`` (PreCompact) or ``reason`` (SessionEnd).
 
-- **SessionStart** writes the *surface* — the project's most salient active memories,
-  grouped by category within per-category line budgets and about 500 tokens in all — into
+- **SessionStart** brings the *surface* up to date (:mod:`.surface`: the project's and the
+  global store's best memories under the seed's ranking profile, per-category line budgets,
+  300-500 tokens, cached for 24 hours per branch and directory) in
   ``.claude/cortex-memory.local.md`` between ``<!-- CORTEX_MEMORY_START -->`` and
-  ``<!-- CORTEX_MEMORY_END -->`` (the rest of the file is kept; the write is atomic), and
-  prints it as ``hookSpecificOutput.additionalContext``.
-- **UserPromptSubmit** recalls for the prompt (keyword recall: no model is loaded on this
-  path) and prints the best memories that are not on the surface, within 300 tokens.
-- **Stop**, **SessionEnd** and **PreCompact** extract memories from the transcript with the
-  rule extractor, from the session's cursor on (see :mod:`cortexgraph.extract`), with the
-  git branch, recent commits and changed files as context, into the project store.
+  ``<!-- CORTEX_MEMORY_END -->``, and prints it as ``hookSpecificOutput.additionalContext``.
+- **UserPromptSubmit** recalls for the prompt in the project store, then the global one
+  (keyword recall, or hybrid when an embedder is configured), and prints the best memories
+  that are not on the surface within the prompt budget (300 tokens by default). What it
+  returns is recorded as accessed. No model is loaded on the keyword path.
+- **Stop**, **SessionEnd** and **PreCompact** extract memories from the transcript from
+  the session's cursor on (the configured extractor: the rule extractor by default), with
+  the git branch, recent commits and changed files as context, into the project store;
+  global-scope memories with confidence above 0.8 are also written to the global store.
+  Then the lifecycle runs (:meth:`cortexgraph.Cortex.compact` with the categories'
+  half-lives) and the surface is regenerated.
 
-A hook never disrupts the session: any failure writes one line to
-``<project>/.memory/cortex.log`` and the hook exits 0 with nothing printed. Extraction is
-one batch per chunk group with its cursor, so a failure leaves nothing partial.
+The settings (embedder, extractor, prompt budget) come from :mod:`.config`. A hook never
+disrupts the session: any failure writes one line to ``<project>/.memory/cortex.log`` and
+the hook exits 0 with nothing printed. Extraction is one batch per chunk group with its
+cursor, so a failure leaves nothing partial.
 """
 
 from __future__ import annotations
@@ -33,41 +39,25 @@ from typing import IO, TYPE_CHECKING, Any
 
 import cortexgraph as cg
 
-from .install import HOOK_EVENTS, write_atomic
-from .stores import StoreLocation, project_store
+from .install import HOOK_EVENTS
+from .stores import StoreLocation, global_store, project_store
 
 if TYPE_CHECKING:
     from ...core.extraction import ExtractionContext
+    from .config import PluginConfig
 
-__all__ = ["EVENTS", "LOG_NAME", "SURFACE_BUDGETS", "run_hook", "surface_text"]
+__all__ = ["EVENTS", "LOG_NAME", "git_context", "run_hook"]
 
 EVENTS = tuple(event for event, _ in HOOK_EVENTS)
 LOG_NAME = "cortex.log"
-SURFACE_FILE = Path(".claude") / "cortex-memory.local.md"
-START_MARK = "<!-- CORTEX_MEMORY_START -->"
-END_MARK = "<!-- CORTEX_MEMORY_END -->"
-#: lines per category on the surface; a memory's category is its tag. The plugin's seven
-#: categories with their budgets, plus the rules (never/always/must) and preferences the
-#: rule extractor tags, which a coding session needs in view as much as its gotchas
-SURFACE_BUDGETS = {
-    "architecture": 25,
-    "decision": 25,
-    "rule": 20,
-    "pattern": 25,
-    "gotcha": 20,
-    "progress": 30,
-    "preference": 15,
-    "context": 15,
-    "code_description": 10,
-}
-#: the surface's token ceiling
-SURFACE_TOKENS = 500
-#: tokens a prompt's injected memories may take
-PROMPT_TOKENS = 300
 #: the largest stdin payload a hook reads
 MAX_STDIN = 1 << 20
 #: how long a git call may take before the context goes without it
 GIT_TIMEOUT_S = 2.0
+#: hits asked of each store for a prompt
+PROMPT_HITS = 10
+#: where ingest puts global-scope memories inside the project store
+GLOBAL_NS = "global"
 
 
 def run_hook(event: str, stdin: IO[str], stdout: IO[str]) -> int:
@@ -109,11 +99,6 @@ def _log(cwd: Path | None, event: str, exc: BaseException) -> None:
         pass  # a read-only project: nothing can be logged, and nothing else may fail
 
 
-def _line(record: cg.Record) -> str:
-    """A memory as one surface line: its text on one line."""
-    return "- " + " ".join(record.memory.text.split())
-
-
 def _additional_context(event: str, text: str) -> str:
     return json.dumps(
         {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}},
@@ -121,95 +106,9 @@ def _additional_context(event: str, text: str) -> str:
     )
 
 
-# -- SessionStart -------------------------------------------------------------------------
-
-
-def surface_text(cx: cg.Cortex, *, now: int | None = None) -> str:
-    """The surface of a store: per category (in :data:`SURFACE_BUDGETS` order) its active
-    memories by salience, one line each, within the category's line budget and
-    :data:`SURFACE_TOKENS` in all. The same store gives the same bytes."""
-    lines: list[str] = []
-    tokens = 0
-    for category, budget in SURFACE_BUDGETS.items():
-        found = cx.find(cg.Q.tag(category), limit=budget, order_by="salience", now=now)
-        if not found:
-            continue
-        header = f"## {category.replace('_', ' ')}"
-        cost = cg.estimate_tokens(header)
-        kept: list[str] = []
-        for hit in found:  # the longest run of best lines that fits the ceiling
-            line = _line(hit.record)
-            if tokens + cost + cg.estimate_tokens(line) > SURFACE_TOKENS:
-                break
-            kept.append(line)
-            cost += cg.estimate_tokens(line)
-        if not kept:
-            break
-        lines += [header, *kept]
-        tokens += cost
-    return "\n".join(lines)
-
-
-def _existing_store(cwd: Path) -> StoreLocation | None:
-    """The project store of ``cwd`` if it was ever written (reading hooks create none)."""
-    where = project_store(cwd)
-    return where if (where.root / where.actor).exists() else None
-
-
-def _session_start(payload: Mapping[str, Any], cwd: Path) -> str | None:
-    where = _existing_store(cwd)
-    if where is None:
-        return None
-    with cg.open(where.root, where.actor, readonly=True) as cx:
-        surface = surface_text(cx)
-    if not surface:
-        return None
-    _write_surface(cwd / SURFACE_FILE, surface)
-    return _additional_context("SessionStart", surface)
-
-
-def _write_surface(path: Path, surface: str) -> None:
-    """Put ``surface`` between the markers of ``path``, keeping the rest, atomically."""
-    block = f"{START_MARK}\n{surface}\n{END_MARK}"
-    old = path.read_text(encoding="utf-8") if path.exists() else ""
-    start, end = old.find(START_MARK), old.find(END_MARK)
-    if start >= 0 and end > start:
-        new = old[:start] + block + old[end + len(END_MARK) :]
-    else:
-        new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + block + "\n"
-    write_atomic(path, new.encode("utf-8"))
-
-
-# -- UserPromptSubmit -----------------------------------------------------------------------
-
-
-def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
-    prompt = payload.get("prompt")
-    if not isinstance(prompt, str) or not prompt.strip():
-        return None
-    where = _existing_store(cwd)
-    if where is None:
-        return None
-    surface_file = cwd / SURFACE_FILE
-    on_surface = surface_file.read_text(encoding="utf-8") if surface_file.exists() else ""
-    lines: list[str] = []
-    tokens = 0
-    with cg.open(where.root, where.actor, readonly=True) as cx:
-        for hit in cx.recall(prompt, mode="keyword", k=10, where=~cg.Q.ns("extraction")):
-            line = _line(hit.record)
-            if line in on_surface:
-                continue
-            cost = cg.estimate_tokens(line)
-            if tokens + cost > PROMPT_TOKENS:
-                break
-            lines.append(line)
-            tokens += cost
-    if not lines:
-        return None
-    return _additional_context("UserPromptSubmit", "Relevant memories:\n" + "\n".join(lines))
-
-
-# -- Stop, SessionEnd, PreCompact -----------------------------------------------------------
+def _exists(where: StoreLocation) -> bool:
+    """Whether the store was ever written (reading hooks create none)."""
+    return (where.root / where.actor).exists()
 
 
 def _git(cwd: Path, *args: str) -> str | None:
@@ -223,21 +122,132 @@ def _git(cwd: Path, *args: str) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
+def git_branch(cwd: Path) -> str | None:
+    """The current git branch of ``cwd`` (None outside a repository)."""
+    return _git(cwd, "rev-parse", "--abbrev-ref", "HEAD") or None
+
+
 def git_context(cwd: Path) -> ExtractionContext:
     """The project, cwd, branch, recent commits and changed files of ``cwd`` (none of the
     git parts outside a repository)."""
     from ...core.extraction import ExtractionContext
 
-    branch = _git(cwd, "rev-parse", "--abbrev-ref", "HEAD")
+    branch = git_branch(cwd)
     commits = _git(cwd, "log", "-5", "--format=%s") if branch else None
     changed = _git(cwd, "diff", "--name-only", "HEAD") if branch else None
     return ExtractionContext(
         project=cwd.name,
         cwd=str(cwd),
-        branch=branch or None,
+        branch=branch,
         commits=tuple((commits or "").splitlines()),
         changed_files=tuple((changed or "").splitlines()),
     )
+
+
+# -- SessionStart -------------------------------------------------------------------------
+
+
+def _session_start(payload: Mapping[str, Any], cwd: Path) -> str | None:
+    from .surface import refresh_surface
+
+    surface = refresh_surface(cwd, git_branch(cwd), project_store(cwd), global_store())
+    return _additional_context("SessionStart", surface) if surface else None
+
+
+# -- UserPromptSubmit -----------------------------------------------------------------------
+
+
+def _surface_lines(cwd: Path) -> set[str]:
+    """The lines of the surface block in the surface file (empty without one)."""
+    from .surface import END_MARK, START_MARK, SURFACE_FILE
+
+    try:
+        text = (cwd / SURFACE_FILE).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    start, end = text.find(START_MARK), text.find(END_MARK)
+    if start < 0 or end < start:
+        return set()
+    return {line.casefold() for line in text[start:end].splitlines()}
+
+
+def _recall(where: StoreLocation, prompt: str, config: PluginConfig) -> list[cg.RecallHit]:
+    """Recall for ``prompt`` in one store, recording access when the store is writable."""
+    embedder = config.make_embedder()
+    mode = "keyword" if embedder is None else "hybrid"
+    where_not_cursor = ~cg.Q.ns("extraction")
+    try:
+        cx = cg.open(where.root, where.actor, create=False, embedder=embedder)
+    except (cg.StorageError, cg.ReadOnlyError, PermissionError):
+        cx = None  # a store this user cannot write: read it without recording access
+    if cx is not None:
+        with cx:
+            return list(
+                cx.recall(
+                    prompt, k=PROMPT_HITS, mode=mode, where=where_not_cursor, late_binding=True
+                )
+            )
+    with cg.open(where.root, where.actor, readonly=True, embedder=embedder) as ro:
+        return list(ro.recall(prompt, k=PROMPT_HITS, mode=mode, where=where_not_cursor))
+
+
+def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
+    from .config import load_config
+    from .ranking import line_text
+
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return None
+    project = project_store(cwd)
+    if not _exists(project):
+        return None
+    config = load_config(cwd)
+    skip = _surface_lines(cwd)
+    lines: list[str] = []
+    tokens = 0
+    for label, where in (("project", project), ("global", global_store())):
+        if not _exists(where):
+            continue
+        for hit in _recall(where, prompt, config):
+            memory = hit.record.memory
+            text = memory.text if label == "project" else f"[{label}] {memory.text}"
+            line = line_text(text)
+            if line.casefold() in skip:
+                continue
+            cost = cg.estimate_tokens(line)
+            if tokens + cost > config.prompt_tokens:
+                continue
+            skip.add(line.casefold())
+            lines.append(line)
+            tokens += cost
+    if not lines:
+        return None
+    return _additional_context("UserPromptSubmit", "Relevant memories:\n" + "\n".join(lines))
+
+
+# -- Stop, SessionEnd, PreCompact -----------------------------------------------------------
+
+
+def _copy_to_global(records: list[cg.Record], where: StoreLocation, config: PluginConfig) -> None:
+    """Write each of ``records``' memories into the global store, unless it holds the
+    same text already; then run its lifecycle."""
+    from .categories import HALF_LIVES
+
+    embedder = config.make_embedder()
+    with cg.open(
+        where.root, where.actor, create=True, embedder=embedder, embed_on_write=embedder is not None
+    ) as gx:
+        wrote = False
+        for record in records:
+            memory = record.memory
+            same = " ".join(memory.text.split()).casefold()
+            known = gx.recall(memory.text, k=5, mode="keyword")
+            if any(" ".join(h.record.memory.text.split()).casefold() == same for h in known):
+                continue
+            gx.write(memory)
+            wrote = True
+        if wrote:
+            gx.compact(half_lives=HALF_LIVES)
 
 
 def _extract(payload: Mapping[str, Any], cwd: Path) -> str | None:
@@ -245,15 +255,38 @@ def _extract(payload: Mapping[str, Any], cwd: Path) -> str | None:
     # of extraction (start-up time)
     from ...extract import ExtractionInput, ingest
     from ...extract.chunking import read_transcript
+    from .categories import HALF_LIVES
+    from .config import load_config
+    from .surface import refresh_surface
 
     transcript = payload.get("transcript_path")
     session = payload.get("session_id")
     if not isinstance(transcript, str) or not isinstance(session, str) or not session:
         raise ValueError("the hook input lacks transcript_path or session_id")
+    config = load_config(cwd)
     turns = read_transcript(transcript)
-    where = project_store(cwd)
-    with cg.open(where.root, where.actor, create=True) as cx:
-        ingest(cx, ExtractionInput(turns, git_context(cwd)), source_id=session)
+    context = git_context(cwd)
+    project, global_ = project_store(cwd), global_store()
+    embedder = config.make_embedder()
+    with cg.open(
+        project.root,
+        project.actor,
+        create=True,
+        embedder=embedder,
+        embed_on_write=embedder is not None,
+    ) as cx:
+        report = ingest(
+            cx,
+            ExtractionInput(turns, context),
+            source_id=session,
+            extractor=config.make_extractor(),
+            global_ns=GLOBAL_NS,
+        )
+        shared = [cx.resolve(uri) for uri in report.written if uri.ns == GLOBAL_NS]
+        cx.compact(half_lives=HALF_LIVES)
+    if shared:
+        _copy_to_global(shared, global_, config)
+    refresh_surface(cwd, context.branch, project, global_)
     return None
 
 
