@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,3 +38,25 @@ def cx(tmp_path: Path, clock: cg.ManualClock) -> Iterator[cg.Cortex]:
         yield handle
     finally:
         handle.close()
+
+
+@pytest.fixture(autouse=True)
+def _private_global_store(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every test (and every hook subprocess it starts) sees its own empty global store of
+    the Claude Code plugin, never the ~/.claude/memory of whoever runs the suite."""
+    monkeypatch.setenv("CORTEXGRAPH_HOME", str(tmp_path_factory.mktemp("cortexgraph-home")))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit, on branch main."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=project, check=True)
+    subprocess.run(
+        [*git, "commit", "-q", "--allow-empty", "-m", "start billing"], cwd=project, check=True
+    )
+    return project

@@ -158,7 +158,8 @@ def _session_start(payload: Mapping[str, Any], cwd: Path) -> str | None:
 
 
 def _surface_lines(cwd: Path) -> set[str]:
-    """The lines of the surface block in the surface file (empty without one)."""
+    """The memory texts on the surface file's block, as :func:`.ranking.same_text_key`
+    compares them (empty without a surface)."""
     from .surface import END_MARK, START_MARK, SURFACE_FILE
 
     try:
@@ -168,7 +169,15 @@ def _surface_lines(cwd: Path) -> set[str]:
     start, end = text.find(START_MARK), text.find(END_MARK)
     if start < 0 or end < start:
         return set()
-    return {line.casefold() for line in text[start:end].splitlines()}
+    from .ranking import same_text_key
+
+    out = set()
+    for line in text[start:end].splitlines():
+        body = line.removeprefix("- ")
+        if body.startswith("["):  # a [global] memory
+            body = body.partition("] ")[2]
+        out.add(same_text_key(body))
+    return out
 
 
 def _recall(where: StoreLocation, prompt: str, config: PluginConfig) -> list[cg.RecallHit]:
@@ -193,7 +202,7 @@ def _recall(where: StoreLocation, prompt: str, config: PluginConfig) -> list[cg.
 
 def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
     from .config import load_config
-    from .ranking import line_text
+    from .ranking import line_text, same_text_key
 
     prompt = payload.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
@@ -210,14 +219,13 @@ def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
             continue
         for hit in _recall(where, prompt, config):
             memory = hit.record.memory
-            text = memory.text if label == "project" else f"[{label}] {memory.text}"
-            line = line_text(text)
-            if line.casefold() in skip:
+            line = line_text(memory.text, "" if label == "project" else label)
+            if same_text_key(memory.text) in skip:
                 continue
             cost = cg.estimate_tokens(line)
             if tokens + cost > config.prompt_tokens:
                 continue
-            skip.add(line.casefold())
+            skip.add(same_text_key(memory.text))
             lines.append(line)
             tokens += cost
     if not lines:

@@ -57,6 +57,7 @@ __all__ = [
     "compose_surface",
     "decayed_confidence",
     "line_text",
+    "same_text_key",
     "rank_ppm",
 ]
 
@@ -147,21 +148,29 @@ class SurfaceLine(NamedTuple):
         rank: its rank in ppm.
         text: the line's text (without the leading ``- ``).
         key: a unique tie-breaker (the memory's id in hex, with its store).
+        label: where it comes from when that is not the project (``global``), shown as
+            ``[global]`` before the text.
     """
 
     category: str
     rank: int
     text: str
     key: str
+    label: str = ""
 
 
-def line_text(text: str) -> str:
-    """A memory's text as one surface line: ``- `` and its words on one line, cut to
-    :data:`LINE_CHARS` characters."""
+def line_text(text: str, label: str = "") -> str:
+    """A memory's text as one surface line: ``- ``, the ``[label]`` if any, and its words
+    on one line, cut to :data:`LINE_CHARS` characters."""
     flat = " ".join(text.split())
     if len(flat) > LINE_CHARS:
         flat = flat[: LINE_CHARS - 1].rstrip() + "…"
-    return "- " + flat
+    return f"- [{label}] {flat}" if label else f"- {flat}"
+
+
+def same_text_key(text: str) -> str:
+    """What two memories' texts are compared by for repeats: the words, case-folded."""
+    return " ".join(text.split()).casefold()
 
 
 def _header(category: str) -> str:
@@ -183,10 +192,10 @@ def compose_surface(
     seen: set[str] = set()
     for line in sorted(lines, key=lambda ln: (-ln.rank, ln.key)):
         budget = CATEGORIES[line.category].budget if line.category in CATEGORIES else 0
-        text = line_text(line.text)
-        if budget == 0 or text.casefold() in seen:
+        text = line_text(line.text, line.label)
+        if budget == 0 or same_text_key(line.text) in seen:
             continue
-        seen.add(text.casefold())
+        seen.add(same_text_key(line.text))
         by_category.setdefault(line.category, []).append((line.rank, line.key, text))
     total_lines = sum(c.budget for c in CATEGORIES.values())
     chosen: dict[str, list[tuple[int, str, str]]] = {name: [] for name in by_category}

@@ -128,10 +128,15 @@ def compute_surface(
                     and memory.source is not None
                     and memory.source.branch == branch,
                 )
-                text = memory.summary or memory.text
-                if label != "project":
-                    text = f"[{label}] {text}"
-                lines.append(SurfaceLine(category, rank, text, f"{label}:{hit.uri.id.hex()}"))
+                lines.append(
+                    SurfaceLine(
+                        category,
+                        rank,
+                        memory.summary or memory.text,
+                        f"{label}:{hit.uri.id.hex()}",
+                        "" if label == "project" else label,
+                    )
+                )
     return compose_surface(lines)
 
 
