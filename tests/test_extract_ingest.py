@@ -78,7 +78,10 @@ def test_sources_have_separate_cursors(cx: cg.Cortex) -> None:
     ingest(cx, ExtractionInput(TURNS[:1]), source_id="a")
     ingest(cx, ExtractionInput(TURNS), source_id="b")
     assert (cursor_of(cx, "a").turns, cursor_of(cx, "b").turns, cursor_of(cx, "c").turns) == (
-        1, 3, 0)
+        1,
+        3,
+        0,
+    )
 
 
 def test_dedup_tiers(cx: cg.Cortex) -> None:
@@ -94,8 +97,12 @@ def test_dedup_tiers(cx: cg.Cortex) -> None:
         ("fact", "deploy pipeline runs tests lint build package upload nightly", "dup"),
     ]
     for n, (kind, text, want) in enumerate(cases):
-        report = ingest(cx, ExtractionInput([Turn("user", text)]), source_id=f"t{n}",
-                        extractor=Fixed(Candidate(type=kind, text=text)))
+        report = ingest(
+            cx,
+            ExtractionInput([Turn("user", text)]),
+            source_id=f"t{n}",
+            extractor=Fixed(Candidate(type=kind, text=text)),
+        )
         if want == "dup":
             assert report.written == () and report.duplicates[0][1].id == base.id
             continue
@@ -117,12 +124,15 @@ def test_repeated_candidates_in_one_answer_write_one_memory(cx: cg.Cortex) -> No
 
 def test_scope_global_needs_confidence_above_0_8(cx: cg.Cortex) -> None:
     """A global candidate goes to the global namespace only above confidence 0.8."""
-    sure = Candidate(type="preference", text="Answers short, bullet points.", confidence=0.9,
-                     scope="global")
-    unsure = Candidate(type="preference", text="Maybe likes dark roast coffee.", confidence=0.5,
-                       scope="global")
-    report = ingest(cx, ExtractionInput(TURNS[:1]), source_id="s", ns="webshop",
-                    extractor=Fixed(sure, unsure))
+    sure = Candidate(
+        type="preference", text="Answers short, bullet points.", confidence=0.9, scope="global"
+    )
+    unsure = Candidate(
+        type="preference", text="Maybe likes dark roast coffee.", confidence=0.5, scope="global"
+    )
+    report = ingest(
+        cx, ExtractionInput(TURNS[:1]), source_id="s", ns="webshop", extractor=Fixed(sure, unsure)
+    )
     assert [u.ns for u in report.written] == ["global", "webshop"]
 
 
@@ -133,8 +143,9 @@ def test_long_transcripts_are_chunked_and_committed_per_group(cx: cg.Cortex) -> 
     turns = [Turn("user", f"Note {n}: " + "é" * 300) for n in range(6)]
     turns.append(Turn("assistant", "ü" * 1500))
     spy = Fixed()
-    report = ingest(cx, ExtractionInput(turns), source_id="long", extractor=spy,
-                    max_chunk_bytes=1000)
+    report = ingest(
+        cx, ExtractionInput(turns), source_id="long", extractor=spy, max_chunk_bytes=1000
+    )
     sizes = [sum(len(f"[{t.role}] {t.text}\n".encode()) for t in c.turns) for c in spy.calls]
     assert max(sizes) <= 1000 and report.chunks == len(spy.calls) > 4
     assert "".join(t.text for c in spy.calls for t in c.turns) == "".join(t.text for t in turns)
@@ -158,8 +169,7 @@ def test_failure_in_a_later_group_keeps_earlier_whole_groups(cx: cg.Cortex) -> N
         ingest(cx, ExtractionInput(turns), source_id="g", extractor=ex, max_chunk_bytes=1000)
     assert cursor_of(cx, "g").turns == 1
     ex2 = Fixed(Candidate(type="fact", text="second chunk fact about other things"))
-    report = ingest(cx, ExtractionInput(turns), source_id="g", extractor=ex2,
-                    max_chunk_bytes=1000)
+    report = ingest(cx, ExtractionInput(turns), source_id="g", extractor=ex2, max_chunk_bytes=1000)
     assert [c.turns[0].text[0] for c in ex2.calls] == ["b"] and len(report.written) == 1
 
 
@@ -233,11 +243,16 @@ def test_read_transcript_reads_claude_code_and_plain_lines(tmp_path: Path) -> No
     lines = [
         {"type": "summary", "summary": "x"},
         {"type": "user", "message": {"role": "user", "content": "Never push to main."}},
-        {"type": "assistant", "message": {"content": [
-            {"type": "text", "text": "Running tests."},
-            {"type": "tool_use", "name": "Bash", "input": {"command": "make test"}}]}},
-        {"type": "user", "message": {"content": [
-            {"type": "tool_result", "content": "12 passed"}]}},
+        {
+            "type": "assistant",
+            "message": {
+                "content": [
+                    {"type": "text", "text": "Running tests."},
+                    {"type": "tool_use", "name": "Bash", "input": {"command": "make test"}},
+                ]
+            },
+        },
+        {"type": "user", "message": {"content": [{"type": "tool_result", "content": "12 passed"}]}},
         {"role": "assistant", "text": "All good.", "at": 5},
     ]
     path = tmp_path / "t.jsonl"
@@ -256,7 +271,7 @@ def test_read_transcript_reads_claude_code_and_plain_lines(tmp_path: Path) -> No
     [
         (b'{"role": "user", "text": "ok"}\n{"role": "user", "text": "tru', "line 2: not JSON"),
         (b'{"role": "user", "text": "ok"}\n\xff\xfe\n', "line 2: not UTF-8"),
-        (b'[1, 2]\n', "line 1: not a JSON object"),
+        (b"[1, 2]\n", "line 1: not a JSON object"),
         (b'{"role": "robot", "text": "x"}\n', "line 1: role"),
         (b'{"type": "user", "message": "hi"}\n', "line 1: message"),
         (b'{"type": 7}\n', "line 1"),
@@ -296,8 +311,14 @@ def test_cosine_judges_the_uncertain_band(tmp_path: Path, cosine: bool, duplicat
     with cg.open(tmp_path, "a", sync=False, embedder=SameVector()) as cx:
         base = cx.write(cg.Fact(text="release notes live in the changelog file"), at=1)
         text = "the changelog file is generated from commit messages by towncrier"
-        report = ingest(cx, ExtractionInput([Turn("user", text)]), source_id="c", at=2,
-                        cosine=cosine, extractor=Fixed(Candidate(type="fact", text=text)))
+        report = ingest(
+            cx,
+            ExtractionInput([Turn("user", text)]),
+            source_id="c",
+            at=2,
+            cosine=cosine,
+            extractor=Fixed(Candidate(type="fact", text=text)),
+        )
         if duplicate:
             assert report.written == () and report.duplicates[0][1].id == base.id
         else:
@@ -324,3 +345,43 @@ def test_cursor_and_memories_are_journaled(cx: cg.Cortex) -> None:
     assert cx.overall_root() == root and cursor_of(cx, "s") == cursor
     seq = cx.seq
     assert ingest(cx, ExtractionInput(TURNS), source_id="s").written == () and cx.seq == seq
+
+
+def test_transcript_skips_sidechains_meta_and_the_bulk_of_tool_output(tmp_path: Path) -> None:
+    """Sidechain and meta lines are not the conversation: they are passed over; a long tool
+    result keeps only its head; a cut-short last line is an error unless the reader is told
+    the transcript is still being written."""
+    from cortexgraph.extract.chunking import TOOL_RESULT_CHARS, read_transcript
+
+    lines = [
+        {"type": "user", "message": {"role": "user", "content": "We decided to use Postgres."}},
+        {
+            "type": "user",
+            "isMeta": True,
+            "message": {"role": "user", "content": "Caveat: the messages below were generated."},
+        },
+        {
+            "type": "assistant",
+            "isSidechain": True,
+            "message": {"role": "assistant", "content": "We decided to use Redis."},
+        },
+        {
+            "type": "user",
+            "message": {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t", "content": "y" * 50_000}],
+            },
+        },
+    ]
+    path = tmp_path / "t.jsonl"
+    body = "".join(json.dumps(line) + "\n" for line in lines)
+    path.write_text(body + '{"type": "user", "mess')
+    with pytest.raises(ValidationError, match="line 5: not JSON"):
+        read_transcript(path)
+    turns = read_transcript(path, partial_tail=True)
+    assert [t.role for t in turns] == ["user", "tool"]
+    assert turns[0].text == "We decided to use Postgres."
+    assert turns[1].text.startswith("y" * TOOL_RESULT_CHARS + "\n[... 48,000 more characters]")
+    path.write_text(body.replace("\n", "\n{not json}\n", 1))
+    with pytest.raises(ValidationError, match="line 2: not JSON"):
+        read_transcript(path, partial_tail=True)  # only the last line may be cut short

@@ -19,10 +19,12 @@ import attrs
 from ..core.extraction import ExtractionContext, ExtractionInput, Turn
 from ..errors import ValidationError
 
-__all__ = ["CHUNK_BYTES", "ChunkGroup", "chunk_turns", "read_transcript"]
+__all__ = ["CHUNK_BYTES", "TOOL_RESULT_CHARS", "ChunkGroup", "chunk_turns", "read_transcript"]
 
 CHUNK_BYTES = 100_000
 """The most bytes of rendered transcript in one chunk (100 KB)."""
+TOOL_RESULT_CHARS = 2_000
+"""The most characters of one tool result a transcript turn keeps."""
 
 
 @attrs.frozen
@@ -114,18 +116,37 @@ def _content_text(content: Any) -> str:
         elif kind == "tool_use":
             parts.append(f"[tool {block.get('name', '?')}] {json.dumps(block.get('input'))}")
         elif kind == "tool_result":
-            parts.append(_content_text(block.get("content")))
+            parts.append(_clip(_content_text(block.get("content"))))
     return "\n".join(p for p in parts if p)
 
 
-def read_transcript(path: str | Path) -> list[Turn]:
+def _clip(result: str) -> str:
+    """The head of a tool's output: the bulk of it is the program's, not the
+    conversation's, and would only crowd the extractor's chunk."""
+    if len(result) <= TOOL_RESULT_CHARS:
+        return result
+    return (
+        f"{result[:TOOL_RESULT_CHARS]}\n[... {len(result) - TOOL_RESULT_CHARS:,} more characters]"
+    )
+
+
+def read_transcript(path: str | Path, *, partial_tail: bool = False) -> list[Turn]:
     """The turns of a transcript file in JSON Lines.
 
     Two shapes are read, line by line: ``{"role": ..., "text": ...}`` (optionally
     ``"at"`` in ms), and Claude Code's session transcript, whose lines have ``"type"``
-    ``user`` / ``assistant`` and a ``"message"`` with ``"content"`` as a string or blocks
-    (other line types, such as ``summary`` and ``system``, are passed over). A user line
-    that only carries tool results becomes a ``tool`` turn. Empty lines are ignored.
+    ``user`` / ``assistant`` and a ``"message"`` with ``"content"`` as a string or blocks.
+    Passed over: other line types (``summary``, ``system`` and other bookkeeping),
+    sidechain lines (``"isSidechain": true``: a sub-agent's own conversation) and meta
+    lines (``"isMeta": true``: text Claude Code injected, not said). A user line that only
+    carries tool results becomes a ``tool`` turn, and each tool result is cut to its first
+    :data:`TOOL_RESULT_CHARS` characters. Empty lines are ignored.
+
+    Args:
+        path: the transcript file.
+        partial_tail: ignore a last line that is cut short (no final newline, and not
+            JSON): the transcript is still being written, as when a hook reads the session
+            it runs in, and the line is read in full next time. Otherwise it is an error.
 
     Raises:
         ValidationError: the file cannot be read or decoded as UTF-8, or a line is not a
@@ -137,19 +158,18 @@ def read_transcript(path: str | Path) -> list[Turn]:
     except OSError as error:
         raise ValidationError(f"cannot read {str(path)!r}: {error}", field="transcript") from None
     turns: list[Turn] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:
             line = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ValidationError(f"line {number}: not UTF-8", field="transcript") from None
-        try:
             item = json.loads(line)
-        except ValueError as error:
-            raise ValidationError(
-                f"line {number}: not JSON ({error})", field="transcript"
-            ) from None
+        except ValueError as error:  # UnicodeDecodeError is a ValueError too
+            if partial_tail and number == len(lines):  # no newline after it: still written
+                break
+            what = "not UTF-8" if isinstance(error, UnicodeDecodeError) else f"not JSON ({error})"
+            raise ValidationError(f"line {number}: {what}", field="transcript") from None
         turn = _line_turn(item, number)
         if turn is not None:
             turns.append(turn)
@@ -164,6 +184,8 @@ def _line_turn(item: Any, number: int) -> Turn | None:
             text: Any = item.get("text")  # Turn reports a missing or non-string text
             return Turn(item["role"], text, item.get("at"))
         kind = item.get("type")
+        if item.get("isSidechain") is True or item.get("isMeta") is True:
+            return None
         if kind not in ("user", "assistant"):
             if isinstance(kind, str):
                 return None  # summary, system, file-history and other bookkeeping lines

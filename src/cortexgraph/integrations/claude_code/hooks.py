@@ -272,7 +272,7 @@ def _extract(payload: Mapping[str, Any], cwd: Path) -> str | None:
     if not isinstance(transcript, str) or not isinstance(session, str) or not session:
         raise ValueError("the hook input lacks transcript_path or session_id")
     config = load_config(cwd)
-    turns = read_transcript(transcript)
+    turns = read_transcript(transcript, partial_tail=True)
     context = git_context(cwd)
     project, global_ = project_store(cwd), global_store()
     embedder = config.make_embedder()
