@@ -28,6 +28,7 @@ cursor, so a failure leaves nothing partial.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -86,7 +87,8 @@ def run_hook(event: str, stdin: IO[str], stdout: IO[str]) -> int:
 
 
 def _log(cwd: Path | None, event: str, exc: BaseException) -> None:
-    """One line in ``.memory/cortex.log``: time, event, error type and message."""
+    """One line in ``.memory/cortex.log`` (on stderr when that cannot be written): time,
+    event, error type and message."""
     message = " ".join(str(exc).split())[:500]
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     line = f"{stamp} {event}: {type(exc).__name__}: {message}\n"
@@ -95,8 +97,9 @@ def _log(cwd: Path | None, event: str, exc: BaseException) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         with (folder / LOG_NAME).open("a", encoding="utf-8") as log:
             log.write(line)
-    except OSError:
-        pass  # a read-only project: nothing can be logged, and nothing else may fail
+    except OSError:  # a read-only project: the line goes to stderr, which Claude Code
+        with contextlib.suppress(OSError, ValueError):  # keeps out of the session
+            sys.stderr.write(line)
 
 
 def _additional_context(event: str, text: str) -> str:
