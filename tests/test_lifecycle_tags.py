@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph import Q
@@ -397,3 +402,48 @@ def test_lifecycle_facts_take_a_half_life_in_place_of_the_type_s() -> None:
             LifecycleFacts(status="active", type_name="fact", confidence=1.0,
                            half_life_days=bad)  # type: ignore[arg-type]
         assert caught.value.field == "half_life_days"
+
+
+_tagged = st.lists(
+    st.tuples(
+        st.sampled_from([cg.Fact, cg.Constraint, cg.Event, cg.Preference, cg.Pattern]),
+        st.lists(st.sampled_from([*LIVES, "deploy"]), max_size=3),
+        st.sampled_from([0.2, 0.5, 0.9, 1.0]),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=25)
+@given(memories=_tagged, day=st.integers(0, 200))
+def test_compact_archives_exactly_what_the_pure_rule_says(
+    memories: list[Any], day: int
+) -> None:
+    """For random typed, tagged, pinned or not memories and a random day, ``compact``
+    with the categories' half-lives archives exactly the memories for which
+    ``next_status`` (with ``tag_half_life``) says "archived", computed over every
+    memory: the column-index candidate selection misses none."""
+    from cortexgraph.core.lifecycle import LifecycleFacts, next_status, tag_half_life
+    from cortexgraph.core.salience import HALF_LIFE_DAYS
+
+    root = Path(tempfile.mkdtemp())
+    try:
+        with cg.open(root, "a", sync=False) as cx:
+            expected = set()
+            now = T0 + day * DAY
+            for kind, tags, confidence, pinned in memories:
+                memory = kind(text="note", tags=tags, confidence=confidence, pinned=pinned)
+                uri = cx.write(memory, at=T0)
+                facts = LifecycleFacts(
+                    status="active", type_name=memory.type_name, confidence=confidence,
+                    pinned=pinned, at=T0, status_since=T0,
+                    half_life_days=tag_half_life(memory.tags, LIVES,
+                                                 HALF_LIFE_DAYS[memory.type_name]),
+                )
+                if next_status(facts, now) == "archived":
+                    expected.add(uri.id)
+            assert _archived(cx, now) == expected
+    finally:
+        shutil.rmtree(root)
