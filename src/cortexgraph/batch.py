@@ -323,17 +323,48 @@ class Batch:
     def tombstone(self, ref: MemoryRef, *, reason: str = "", at: int | None = None) -> MemoryURI:
         """Tombstone a memory: it can no longer change, but every version stays resolvable."""
         uri, head = self._mutable_head(ref)
-        if type(reason) is not str:
-            raise ValidationError(f"must be a string, not {type(reason).__name__}", field="reason")
-        if len(reason) > MAX_SHORT_TEXT:
-            raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field="reason")
-        check_utf8(reason, "reason")
+        _check_reason(reason)
         at = self._h.at(at)
         fields: dict[str, Any] = {"id": uri.id}
         if reason:
             fields["reason"] = reason
         self._append(Entry(self._next_seq, at, "tombstone", head.ns, fields))
         return MemoryURI.trusted(self._h.actor, head.ns, uri.id, head.head)
+
+    def archive(self, ref: MemoryRef, *, reason: str = "", at: int | None = None) -> MemoryURI:
+        """Archive an active memory by hand, as compaction archives one that decayed.
+
+        The same ``status`` entry compaction journals (with ``reason`` when one is
+        given): the memory leaves ``find``, ``recall`` and ``context``, stays resolvable,
+        and a late-binding read restores it; left unread for 30 days, ``compact`` prunes
+        it. Pinned memories and hubs may be archived by hand (compaction never
+        archives them on its own, and never prunes them).
+
+        Archiving an archived memory is a no-op: nothing is journaled and its URI comes
+        back, so repeating a ``/forget`` is harmless.
+
+        Returns:
+            The URI pinned to the memory's head version.
+
+        Raises:
+            ValidationError: a bad ``reason`` (field ``reason``); the memory was pruned or
+                merged, which only compaction decides (field ``ref``).
+            NotFoundError, TombstonedError.
+        """
+        uri, head = self._mutable_head(ref)
+        _check_reason(reason)
+        if head.status not in ("active", "archived"):
+            raise ValidationError(
+                f"{describe(uri)} is {head.status} and cannot be archived", field="ref"
+            )
+        at = self._h.at(at)
+        here = MemoryURI.trusted(self._h.actor, head.ns, uri.id, head.head)
+        if head.status == "active":
+            fields: dict[str, Any] = {"id": uri.id, "status": "archived"}
+            if reason:
+                fields["reason"] = reason
+            self._append(Entry(self._next_seq, at, "status", head.ns, fields))
+        return here
 
     def _edge_ends(
         self, src: MemoryRef, dst: MemoryRef, relation: str
@@ -515,6 +546,20 @@ class Batch:
         """Resolve a memory, seeing this batch's own writes."""
         self._check_open()
         return resolve_in(self._txn, self._h.actor, self._h.parse_ref(ref, allow_id=True))
+
+
+def _check_reason(reason: object) -> None:
+    """Check a tombstone's or an archive's ``reason``: a string of at most
+    ``MAX_SHORT_TEXT`` characters, valid UTF-8.
+
+    Raises:
+        ValidationError: otherwise (field ``reason``).
+    """
+    if type(reason) is not str:
+        raise ValidationError(f"must be a string, not {type(reason).__name__}", field="reason")
+    if len(reason) > MAX_SHORT_TEXT:
+        raise ValidationError(f"longer than {MAX_SHORT_TEXT} characters", field="reason")
+    check_utf8(reason, "reason")
 
 
 def set_status(batch: Batch, memory_id: bytes, status: str, *, at: int) -> MemoryURI:

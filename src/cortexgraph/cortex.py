@@ -268,6 +268,7 @@ class Cortex:
     update = _in_batch(Batch.update)
     update_head = _in_batch(Batch.update_head)
     tombstone = _in_batch(Batch.tombstone)
+    archive = _in_batch(Batch.archive)
     add_edge = _in_batch(Batch.add_edge)
     remove_edge = _in_batch(Batch.remove_edge)
     attest = _in_batch(Batch.attest)

@@ -10,7 +10,8 @@ Entry layout (canonical CBOR map, text keys only)::
     update       id, version (the new version, = latest + 1), body
     head         id, version (an existing version)
     tombstone    id, reason? (omitted when empty)
-    status       id, status (a lifecycle move: archived, pruned, active again, merged)
+    status       id, status (a lifecycle move: archived, pruned, active again, merged),
+                 reason? (an archive by hand may give one; omitted when empty)
     edge         src, dst (ids), rel (canonical relation), strength (ppm), status, origin
     unedge       src, dst, rel
     access       ids (sorted, distinct ids, all in the entry's namespace)
@@ -116,7 +117,7 @@ _OP_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "update": (frozenset({"id", "version", "body"}), frozenset()),
     "head": (frozenset({"id", "version"}), frozenset()),
     "tombstone": (frozenset({"id"}), frozenset({"reason"})),
-    "status": (frozenset({"id", "status"}), frozenset()),
+    "status": (frozenset({"id", "status"}), frozenset({"reason"})),
     "edge": (frozenset({"src", "dst", "rel", "strength", "status", "origin"}), frozenset()),
     "unedge": (frozenset({"src", "dst", "rel"}), frozenset()),
     "access": (frozenset({"ids"}), frozenset()),
@@ -471,7 +472,8 @@ def apply(
             raise CorruptionError(
                 f"journal entry {entry.seq} moves a memory from {head.status} to {status}"
             )
-        out.extend(_set_status(view, entry, mid, head, status))
+        reason = entry.fields.get("reason", "")
+        out.extend(_set_status(view, entry, mid, head, status, reason=reason))
     else:  # pragma: no cover - decode_entry admits only known ops
         raise CorruptionError(f"journal entry {entry.seq} has unknown op {op!r}")
     return out
