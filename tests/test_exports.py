@@ -16,6 +16,7 @@ PUBLIC = [
     "BatchNoJournalError",
     "Clock",
     "CompactReport",
+    "ConsolidationCandidate",
     "Constraint",
     "ContextBundle",
     "CorruptionError",

@@ -127,3 +127,97 @@ def test_archive_in_a_batch_commits_with_the_batch(tmp_path: Path) -> None:
             uri = batch.write(cg.Fact(text="born archived"), at=T0)
             batch.archive(uri, at=T0)
         assert cx.resolve(uri).status == "archived"
+
+
+# ---------------------------------------------------------------------------
+# consolidation candidates
+
+
+def _suggest(cx: cg.Cortex, a: cg.MemoryURI, b: cg.MemoryURI) -> None:
+    cx.add_edge(a, b, "relates_to", strength=0.9, status="suggested", at=T0)
+
+
+def _candidate_store(cx: cg.Cortex) -> dict[str, cg.MemoryURI]:
+    """One suggested pair for each decision (strength 0.9 each, made by hand)."""
+    text = "deploys run through the ci pipeline on main"
+    m = {
+        "same_a": cx.write(cg.Fact(text=text), at=T0),
+        "same_b": cx.write(cg.Fact(text=text, confidence=0.8), at=T0),
+        "same_c": cx.write(cg.Fact(text=text, confidence=0.7), at=T0),
+        "near_a": cx.write(cg.Fact(text="alpha beta gamma delta"), at=T0),
+        "near_b": cx.write(cg.Fact(text="alpha beta gamma epsilon"), at=T0),
+        "far_a": cx.write(cg.Fact(text="red green"), at=T0),
+        "far_b": cx.write(cg.Fact(text="blue yellow"), at=T0),
+        "event": cx.write(cg.Event(text=text), at=T0),
+    }
+    _suggest(cx, m["same_a"], m["same_b"])
+    _suggest(cx, m["same_a"], m["same_c"])
+    _suggest(cx, m["near_a"], m["near_b"])
+    _suggest(cx, m["far_a"], m["far_b"])
+    _suggest(cx, m["same_b"], m["event"])
+    return m
+
+
+def test_consolidation_candidates_list_each_decision_and_change_nothing(
+    tmp_path: Path,
+) -> None:
+    """Each suggested pair is listed once with its edge strength, similarity and
+    decision: identical texts merge (only one merge per memory, so the second identical
+    pair is kept), 0.5-0.7 is kept, below 0.5 weakened, a Fact and an Event skipped
+    (no similarity). Listing journals nothing, and two listings are equal and sorted by
+    (source id, target id)."""
+    with cg.open(tmp_path, "a") as cx:
+        m = _candidate_store(cx)
+        before = len(list(cx.journal()))
+        listed = cx.consolidation_candidates()
+        assert cx.consolidation_candidates() == listed
+        assert len(list(cx.journal())) == before
+        assert [(c.src.id, c.dst.id) for c in listed] == sorted(
+            (c.src.id, c.dst.id) for c in listed)
+        by_pair = {(c.src.id, c.dst.id): c for c in listed}
+        assert len(by_pair) == 5
+        assert all(c.strength == 0.9 for c in listed)
+        near = by_pair[m["near_a"].id, m["near_b"].id]
+        assert near.decision == "keep" and 0.5 <= near.similarity < 0.7  # type: ignore[operator]
+        far = by_pair[m["far_a"].id, m["far_b"].id]
+        assert (far.decision, far.similarity) == ("weaken", 0.0)
+        skip = by_pair[m["same_b"].id, m["event"].id]
+        assert (skip.decision, skip.similarity, skip.survivor) == ("skip", None, None)
+        same = [by_pair[m["same_a"].id, m[k].id] for k in ("same_b", "same_c")]
+        assert sorted(c.decision for c in same) == ["keep", "merge"]
+        assert all(c.similarity == 1.0 for c in same)
+        merge = next(c for c in same if c.decision == "merge")
+        assert merge.survivor == m["same_a"]  # the more confident one
+
+
+def test_compact_does_exactly_what_the_candidates_listed(tmp_path: Path) -> None:
+    """After listing, ``compact`` merges the listed merge pair into the listed
+    survivor, gives the weakened edge the listed similarity as its strength (no longer a
+    candidate), and leaves the kept and skipped pairs as candidates."""
+    with cg.open(tmp_path, "a") as cx:
+        _candidate_store(cx)
+        listed = cx.consolidation_candidates()
+        report = cx.compact(now=T0)
+        merges = [c for c in listed if c.decision == "merge"]
+        assert [(s.id, o.id) for s, o in report.merged] == [
+            (c.survivor.id, (c.dst if c.survivor == c.src else c.src).id)  # type: ignore[union-attr]
+            for c in merges]
+        after = {(c.src.id, c.dst.id) for c in cx.consolidation_candidates()}
+        assert after == {(c.src.id, c.dst.id) for c in listed
+                         if c.decision in ("keep", "skip")}
+        for c in listed:
+            if c.decision == "weaken":
+                [edge] = [e for e in cx.edges(c.src) if e.dst.id == c.dst.id]
+                assert (edge.status, edge.strength) == ("suggested", c.similarity)
+
+
+def test_consolidation_candidates_limit(tmp_path: Path) -> None:
+    """``limit`` returns the first pairs of the full listing; a limit that is not an
+    integer >= 1 raises ValidationError on ``limit``."""
+    with cg.open(tmp_path, "a") as cx:
+        _candidate_store(cx)
+        assert cx.consolidation_candidates(limit=2) == cx.consolidation_candidates()[:2]
+        for bad in (0, -1, 1.5, True, "3"):
+            with pytest.raises(cg.ValidationError) as caught:
+                cx.consolidation_candidates(limit=bad)  # type: ignore[arg-type]
+            assert caught.value.field == "limit"

@@ -37,7 +37,7 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .compact import CompactReport
+    from .compact import CompactReport, ConsolidationCandidate
     from .context import ContextBundle
     from .core.commitments import MemoryProof, SnapshotManifest
     from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
@@ -83,6 +83,7 @@ __version__ = "0.1.0"
 #: point needs them.
 _LAZY: dict[str, str] = {
     "CompactReport": ".compact",
+    "ConsolidationCandidate": ".compact",
     "ContextBundle": ".context",
     "MemoryProof": ".core.commitments",
     "SnapshotManifest": ".core.commitments",
@@ -162,6 +163,7 @@ __all__ = [
     "BatchNoJournalError",
     "Clock",
     "CompactReport",
+    "ConsolidationCandidate",
     "Constraint",
     "ContextBundle",
     "CorruptionError",

@@ -15,7 +15,10 @@ without scanning everything in Python, and journals what they decide:
   of tags and the larger confidence and priority, a ``derived_from`` edge from the survivor
   to the other, the other's status ``merged``, the candidate edge removed); 0.5-0.7 keeps
   the suggested edge; below 0.5 the edge keeps its new, weaker strength and stops being a
-  candidate. Never ``supersedes``, never across namespaces or types.
+  candidate. Never ``supersedes``, never across namespaces or types. One memory takes
+  part in at most one merge per compaction: a later pair that names it waits. The
+  decisions are made by one function, which ``Cortex.consolidation_candidates`` also
+  calls to list them without acting.
 - **Auto-linking** (``open(..., autolink=True)``): after a write, the memories sharing its
   rarer indexed terms (terms tried longest first; posting lists of at most 64 memories; at
   most 64 candidates; same namespace, active) are compared by Jaccard similarity of their
@@ -33,6 +36,7 @@ import numpy as np
 
 from .batch import Batch, set_status
 from .core.fusion import embed_text
+from .core.graph import EdgeState, edge_out_key
 from .core.keys import version_key
 from .core.lifecycle import (
     ARCHIVE_IDLE_MS,
@@ -46,10 +50,11 @@ from .core.lifecycle import (
     merged_changes,
     next_status,
 )
+from .core.salience import check_int
 from .core.signals import CANDIDATE, read_access
 from .core.state import HeadState, VersionState
 from .core.uri import MemoryURI
-from .errors import CortexError
+from .errors import CorruptionError, CortexError
 from .handle import Handle
 from .index import ColumnIndex
 from .index.table import type_name
@@ -59,7 +64,7 @@ from .vector.state import content_key
 if TYPE_CHECKING:
     from .store.txn import ReadTxn
 
-__all__ = ["CompactReport"]
+__all__ = ["CompactReport", "ConsolidationCandidate"]
 
 _ACTIVE, _ARCHIVED = 1, 3
 _PPM = 1_000_000
@@ -164,6 +169,105 @@ def _candidate(txn: ReadTxn, memory_id: bytes) -> MergeCandidate:
     )
 
 
+@attrs.frozen
+class ConsolidationCandidate:
+    """One suggested pair compaction examines, and what it would do with it.
+
+    Attributes:
+        src, dst: the head URIs of the two memories, the ends of the suggested
+            ``relates_to`` edge (from ``src`` to ``dst``).
+        strength: the edge's strength, 0..1 (>= 0.5: that is what makes it a candidate).
+        similarity: the similarity compaction computes for the pair (cosine of the cached
+            embeddings when both exist, else Jaccard of the indexed terms), 0..1; ``None``
+            when compaction does not compare them (``decision == "skip"``).
+        decision: ``"merge"`` (>= 0.7: the other memory is merged into ``survivor``),
+            ``"keep"`` (the suggested edge stays a candidate: 0.5-0.7, or >= 0.7 while one
+            of the two already merges with another memory in this compaction),
+            ``"weaken"`` (< 0.5: the edge takes the similarity as its strength and stops
+            being a candidate) or ``"skip"`` (not both active, or not mergeable: another
+            namespace or type, or a type that never merges; the edge is left as it is).
+        survivor: for ``"merge"``, the head URI of the memory that survives; else None.
+    """
+
+    src: MemoryURI
+    dst: MemoryURI
+    strength: float
+    similarity: float | None
+    decision: str
+    survivor: MemoryURI | None = None
+
+
+@attrs.frozen
+class _Plan:
+    """One candidate pair as ids, with compaction's decision (similarity in ppm)."""
+
+    src: bytes
+    dst: bytes
+    strength: int
+    similarity: int | None
+    decision: str
+    survivor: bytes | None = None
+
+
+def _plan_consolidation(h: Handle, txn: ReadTxn, limit: int | None) -> list[_Plan]:
+    """Compaction's decision for each candidate pair, in the ``salience`` table's key
+    order (source id, then target id); the first ``limit`` pairs, or all of them."""
+    plans: list[_Plan] = []
+    merging: set[bytes] = set()
+    for key, _ in txn.iter_items("salience", CANDIDATE):
+        if limit is not None and len(plans) >= limit:
+            break
+        src, dst = bytes(key[1:17]), bytes(key[17:33])
+        raw_edge = txn.get("edges", edge_out_key(src, "relates_to", dst))
+        if raw_edge is None:
+            raise CorruptionError(
+                f"consolidation candidate {src.hex()} -> {dst.hex()} has no edge",
+                table="salience",
+                operation="compact",
+            )
+        strength = EdgeState.decode(raw_edge).strength
+        a, b = _head(txn, src), _head(txn, dst)
+        if (a.status, b.status) != ("active", "active") or not can_merge(
+            a.type_name, a.ns, b.type_name, b.ns
+        ):
+            plans.append(_Plan(src, dst, strength, None, "skip"))
+            continue
+        similarity = _similarity(h, txn, src, dst)
+        decision = consolidation_decision(similarity)
+        if decision is None:
+            plans.append(_Plan(src, dst, strength, similarity, "weaken"))
+        elif decision == "suggest" or src in merging or dst in merging:
+            plans.append(_Plan(src, dst, strength, similarity, "keep"))
+        else:  # one merge per memory per compaction: the later pairs wait
+            survivor = (src, dst)[choose_survivor(_candidate(txn, src), _candidate(txn, dst))]
+            merging.update((src, dst))
+            plans.append(_Plan(src, dst, strength, similarity, "merge", survivor))
+    return plans
+
+
+def consolidation_candidates(h: Handle, *, limit: int) -> tuple[ConsolidationCandidate, ...]:
+    """Carry out :meth:`Cortex.consolidation_candidates`."""
+    check_int(limit, "limit", lo=1)
+    actor = h.actor
+
+    def uri(txn: ReadTxn, memory_id: bytes) -> MemoryURI:
+        head = _head(txn, memory_id)
+        return MemoryURI.trusted(actor, head.ns, memory_id, head.head)
+
+    with h.reading() as txn:
+        return tuple(
+            ConsolidationCandidate(
+                src=uri(txn, plan.src),
+                dst=uri(txn, plan.dst),
+                strength=plan.strength / _PPM,
+                similarity=None if plan.similarity is None else plan.similarity / _PPM,
+                decision=plan.decision,
+                survivor=None if plan.survivor is None else uri(txn, plan.survivor),
+            )
+            for plan in _plan_consolidation(h, txn, limit)
+        )
+
+
 def run_compact(h: Handle, *, now: int | None) -> CompactReport:
     """Carry out :meth:`Cortex.compact`."""
     if h.active_batch() is not None:
@@ -171,24 +275,7 @@ def run_compact(h: Handle, *, now: int | None) -> CompactReport:
     now = h.at(now)
     with h.indexed_read() as (txn, columns, _seq):
         archive, prune, examined = _forgetting(columns, txn, now)
-        pairs = []
-        for key, _ in txn.iter_items("salience", CANDIDATE):
-            pairs.append((bytes(key[1:17]), bytes(key[17:33])))
-        decisions = []
-        for src, dst in pairs:
-            a, b = _head(txn, src), _head(txn, dst)
-            if a.status != "active" or b.status != "active":
-                continue
-            if not can_merge(a.type_name, a.ns, b.type_name, b.ns):
-                continue
-            similarity = _similarity(h, txn, src, dst)
-            decision = consolidation_decision(similarity)
-            if decision == "merge":
-                survivor = (src, dst)[choose_survivor(_candidate(txn, src), _candidate(txn, dst))]
-                other = dst if survivor == src else src
-                decisions.append(("merge", src, dst, survivor, other, similarity))
-            elif decision is None:
-                decisions.append(("weaken", src, dst, src, dst, similarity))
+        plans = _plan_consolidation(h, txn, None)
     archived: list[MemoryURI] = []
     pruned: list[MemoryURI] = []
     merged: list[tuple[MemoryURI, MemoryURI]] = []
@@ -197,26 +284,32 @@ def run_compact(h: Handle, *, now: int | None) -> CompactReport:
             archived.append(set_status(batch, memory_id, "archived", at=now))
         for memory_id in prune:
             pruned.append(set_status(batch, memory_id, "pruned", at=now))
-        done: set[bytes] = set()
-        for kind, src, dst, survivor, other, similarity in decisions:
-            if kind == "weaken":
-                batch.add_edge(src, dst, "relates_to", strength=similarity / _PPM,
+        for plan in plans:
+            # (weaken has a similarity and merge a survivor: the checks only tell mypy)
+            if plan.decision == "weaken" and plan.similarity is not None:
+                batch.add_edge(plan.src, plan.dst, "relates_to", strength=plan.similarity / _PPM,
                                status="suggested", at=now)
-                continue
-            if survivor in done or other in done:
-                continue  # one merge per memory per compaction
-            done.update((survivor, other))
-            survivor_record = batch.resolve(survivor)
-            other_record = batch.resolve(other)
-            changes = merged_changes(survivor_record.memory, other_record.memory)
-            if changes:
-                batch.update(survivor, at=now, **changes)  # type: ignore[arg-type]
-            batch.add_edge(survivor, other, "derived_from", origin="system", at=now)
-            merged_uri = set_status(batch, other, "merged", at=now)
-            batch.remove_edge(src, dst, "relates_to", at=now)
-            head = batch.resolve(survivor)
-            merged.append((head.uri, merged_uri))
+            elif plan.decision == "merge" and plan.survivor is not None:
+                merged.append(_merge(batch, plan.src, plan.dst, plan.survivor, now))
     with h.reading() as txn:
         seq = txn.last_seq()
-    return CompactReport(tuple(archived), tuple(pruned), tuple(merged), examined + len(pairs),
+    return CompactReport(tuple(archived), tuple(pruned), tuple(merged), examined + len(plans),
                          seq)
+
+
+def _merge(
+    batch: Batch, src: bytes, dst: bytes, survivor: bytes, now: int
+) -> tuple[MemoryURI, MemoryURI]:
+    """Journal the merge of the pair ``src``, ``dst`` into ``survivor`` (one of them): its
+    new version, its ``derived_from`` edge to the other memory, the other's status
+    ``merged``, the candidate edge removed."""
+    other = dst if survivor == src else src
+    survivor_record = batch.resolve(survivor)
+    other_record = batch.resolve(other)
+    changes = merged_changes(survivor_record.memory, other_record.memory)
+    if changes:
+        batch.update(survivor, at=now, **changes)  # type: ignore[arg-type]
+    batch.add_edge(survivor, other, "derived_from", origin="system", at=now)
+    merged_uri = set_status(batch, other, "merged", at=now)
+    batch.remove_edge(src, dst, "relates_to", at=now)
+    return batch.resolve(survivor).uri, merged_uri

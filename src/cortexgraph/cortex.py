@@ -54,7 +54,7 @@ from .store.txn import WriteTxn
 from .vector.state import VectorState
 
 if TYPE_CHECKING:
-    from .compact import CompactReport
+    from .compact import CompactReport, ConsolidationCandidate
     from .context import ContextBundle
 
 # The verbs a short-lived process rarely runs (compact, context, scope, rebuild and append)
@@ -288,6 +288,26 @@ class Cortex:
         from .compact import run_compact
 
         return run_compact(self._handle, now=now)
+
+    def consolidation_candidates(self, *, limit: int = 100) -> tuple[ConsolidationCandidate, ...]:
+        """The suggested pairs :meth:`compact` would examine, and what it would do with each.
+
+        Read-only. Each suggested ``relates_to`` edge of strength >= 0.5 (auto-linking makes
+        them) is one :class:`~cortexgraph.compact.ConsolidationCandidate`: both head URIs,
+        the edge's strength, the similarity compaction computes and its decision
+        (``"merge"``, ``"keep"``, ``"weaken"`` or ``"skip"``), computed by the code
+        ``compact`` runs, so a ``compact`` right after does exactly this. The order is the
+        candidate table's (source id, then target id), the same for the same store.
+
+        Args:
+            limit: at most this many pairs (an integer >= 1), the first in that order.
+
+        Raises:
+            ValidationError: a bad ``limit`` (field ``limit``).
+        """
+        from .compact import consolidation_candidates
+
+        return consolidation_candidates(self._handle, limit=limit)
 
     def scope(
         self,
