@@ -5,8 +5,10 @@ Each command file of the plugin runs one ``cortexgraph claude-code <name>`` subc
 which calls one function here and prints its report (:mod:`cortexgraph.cli.claude_code`).
 
 - :func:`recall` searches the project store, then the global one (each only if it
-  exists: reading never creates a store), archived memories included, and returns the
-  project's hits first. Each hit carries the code attached to it by ``source_of`` edges
+  exists: reading never creates a store), archived memories included (the keyword index
+  holds active memories only, so archived ones are matched by the query's words and
+  placed before the first hit holding fewer of them), and returns the project's hits
+  first. Each hit carries the code attached to it by ``source_of`` edges
   and the memories two edges around it. The hits' reads are journaled (late binding),
   which restores an archived memory: /recall is how a forgotten memory comes back.
 - :func:`remember` writes what a person said, with confidence 1.0 and origin
@@ -41,6 +43,7 @@ import attrs
 import cortexgraph as cg
 
 from ...core.predicates import Predicate
+from ...core.text import term_counts
 from ...errors import NotFoundError, ValidationError
 from .categories import CATEGORIES, HALF_LIVES, category_of, memory_class
 from .config import load_config
@@ -179,7 +182,9 @@ class RecallHit:
         text: the memory's text.
         status: its status when it was found; ``"archived"`` means this recall restored it.
         branch: the git branch it was written on, if known.
-        score: the recall score (keyword: BM25; hybrid: the fused score).
+        score: the recall score (keyword: BM25; hybrid: the fused score; an archived
+            memory, which the keyword index does not hold: the share of the query's
+            terms its text holds).
         code: the code attached by ``source_of`` edges.
         related: the memories one and two edges away (not through ``source_of``).
     """
@@ -264,11 +269,6 @@ def recall(
         _check_text(branch, "branch")
     embedder = None if keyword else load_config(project, environ).make_embedder()
     mode = "keyword" if embedder is None else "hybrid"
-    where = (
-        (cg.Q.status("active") | cg.Q.status("archived"))
-        & ~cg.Q.ns(CURSOR_NS)
-        & ~cg.Q.type("artifact_ref")
-    )
     # the branch is not indexed: ask for more and keep those of the branch
     depth = limit if branch is None else min(1000, max(100, 10 * limit))
     hits: list[RecallHit] = []
@@ -279,22 +279,78 @@ def recall(
             continue
         read.append(name)
         with _open(where_store, embedder) as cx:
-            found = cx.recall(query, k=depth, where=where, mode=mode)
+            found = cx.recall(query, k=depth, where=_RECALLED, mode=mode)
+            terms = set(term_counts(query))
+            ranked = _with_archived(
+                [(_share(terms, hit.record), hit.record, hit.score) for hit in found],
+                _archived_matches(cx, terms),
+            )
             kept = [
-                hit
-                for hit in found
-                if (branch is None or _branch_of(hit.record) == branch)
-                and hit.record.memory.text not in seen
+                (record, score)
+                for record, score in ranked
+                if (branch is None or _branch_of(record) == branch)
+                and record.memory.text not in seen
             ][: limit - len(hits)]
             if not kept:
                 continue
             at = _now(cx, now)
             with cx.batch() as batch:  # late binding: what was returned was read
-                batch.record_access([hit.uri for hit in kept], at=at)
-            for hit in kept:
-                seen.add(hit.record.memory.text)
-                hits.append(_recall_hit(cx, name, hit))
+                batch.record_access([record.uri for record, _ in kept], at=at)
+            for record, score in kept:
+                seen.add(record.memory.text)
+                hits.append(_recall_hit(cx, name, record, score))
     return RecallReport(query, mode, branch, tuple(read), tuple(hits))
+
+
+#: what recall returns: memories, not extraction cursors or raw code
+_RECALLED = ~cg.Q.ns(CURSOR_NS) & ~cg.Q.type("artifact_ref")
+
+
+def _share(terms: set[str], record: cg.Record) -> float:
+    """The share of the query's terms that ``record``'s text holds."""
+    if not terms:
+        return 0.0
+    return len(terms & set(term_counts(record.memory.text))) / len(terms)
+
+
+def _archived_matches(cx: cg.Cortex, terms: set[str]) -> list[tuple[float, cg.Record, float]]:
+    """The archived memories holding any of the query's terms, most terms first (then
+    most recent), each as ``(share, record, share)``.
+
+    The keyword index holds active memories only, so archived ones are matched here, by
+    their terms: there are few of them (compaction prunes them after 30 idle days).
+    """
+    where = _all_types() & cg.Q.status("archived") & _RECALLED
+    count = cx.find(where, limit=1).matched
+    if not count or not terms:
+        return []
+    found = cx.find(where, limit=count, order_by="recent")
+    matches = [(_share(terms, hit.record), hit.record) for hit in found]
+    ordered = sorted(
+        ((share, record) for share, record in matches if share > 0), key=lambda m: -m[0]
+    )
+    return [(share, record, share) for share, record in ordered]
+
+
+def _with_archived(
+    active: list[tuple[float, cg.Record, float]],
+    archived: list[tuple[float, cg.Record, float]],
+) -> list[tuple[cg.Record, float]]:
+    """Recall's hits in their order, with each archived match placed before the first
+    hit that holds a smaller share of the query's terms than it does. Each item is
+    ``(share, record, score)``; the result is ``(record, score)``."""
+    merged: list[tuple[cg.Record, float]] = []
+    waiting = iter(archived)
+    pending = next(waiting, None)
+    for share, record, score in active:
+        while pending is not None and pending[0] > share:
+            merged.append((pending[1], pending[2]))
+            pending = next(waiting, None)
+        merged.append((record, score))
+    while pending is not None:
+        merged.append((pending[1], pending[2]))
+        pending = next(waiting, None)
+    return merged
 
 
 def _branch_of(record: cg.Record) -> str | None:
@@ -302,19 +358,24 @@ def _branch_of(record: cg.Record) -> str | None:
     return None if source is None else source.branch
 
 
-def _recall_hit(cx: cg.Cortex, store: str, hit: cg.RecallHit) -> RecallHit:
-    record = hit.record
-    code = tuple(
-        Code(
-            str(attached.uri),
-            getattr(attached.memory, "path", None),
-            attached.memory.text,
-            getattr(attached.memory, "content", None),
-        )
-        for attached in hit.attached
-    )
+def _code_of(cx: cg.Cortex, uri: cg.MemoryURI) -> tuple[Code, ...]:
+    """The active code memories linked to ``uri`` by ``source_of`` edges."""
+    code = []
+    for edge in cx.edges(uri, direction="in"):
+        if edge.relation != "source_of" or edge.status != "active":
+            continue
+        attached = cx.resolve(edge.src)
+        if attached.status != "active":
+            continue
+        memory = attached.memory
+        code.append(Code(str(attached.uri), getattr(memory, "path", None), memory.text,
+                         getattr(memory, "content", None)))
+    return tuple(code)
+
+
+def _recall_hit(cx: cg.Cortex, store: str, record: cg.Record, score: float) -> RecallHit:
     related = []
-    for near in cx.traverse(hit.uri, depth=2, relations=RELATED, direction="both"):
+    for near in cx.traverse(record.uri, depth=2, relations=RELATED, direction="both"):
         other = cx.resolve(near.uri)
         if other.memory.type_name == "artifact_ref":
             continue
@@ -322,13 +383,13 @@ def _recall_hit(cx: cg.Cortex, store: str, hit: cg.RecallHit) -> RecallHit:
                                _one_line(other.memory.text)))
     return RecallHit(
         store,
-        str(hit.uri),
+        str(record.uri),
         _category(record),
         record.memory.text,
         record.status,
         _branch_of(record),
-        hit.score,
-        code,
+        score,
+        _code_of(cx, record.uri),
         tuple(related),
     )
 
