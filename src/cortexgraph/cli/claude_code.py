@@ -160,16 +160,17 @@ def _add_slash_commands(actions: Any) -> None:
 
 
 def _input_errors(func: Any) -> Any:
-    """``func`` with input errors (a bad argument, an unknown memory, bad settings) as
-    exit status 2, as usage errors are; other library errors stay exit status 1."""
+    """``func`` with input errors (a bad argument, an unknown or tombstoned memory, bad
+    plugin settings) as exit status 2, as usage errors are; the other library errors
+    (corruption, storage) stay exit status 1, as :func:`cortexgraph.cli.main` maps them."""
 
     def run(args: argparse.Namespace, out: Output) -> int:
-        from ..errors import NotFoundError, URIError, ValidationError
+        from ..errors import NotFoundError, TombstonedError, ValidationError
         from .output import fail
 
         try:
             code: int = func(args, out)
-        except (ValidationError, URIError, NotFoundError) as exc:
+        except (ValidationError, NotFoundError, TombstonedError) as exc:
             fail(out, type(exc).__name__, str(exc))
             return 2
         return code
@@ -186,7 +187,8 @@ def cmd_recall(args: argparse.Namespace, out: Output) -> int:
         args.project, " ".join(args.query), branch=args.branch, keyword=args.keyword,
         limit=args.limit,
     )
-    lines = [f"{len(report.hits)} memories ({report.mode} recall"
+    count = len(report.hits)
+    lines = [f"{count} {'memory' if count == 1 else 'memories'} ({report.mode} recall"
              f"{', branch ' + report.branch if report.branch else ''})"]
     for hit in report.hits:
         restored = "  (was archived: restored)" if hit.status == "archived" else ""

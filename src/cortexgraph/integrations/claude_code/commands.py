@@ -400,7 +400,7 @@ def _recall_hit(cx: cg.Cortex, store: str, record: cg.Record, score: float) -> R
 @attrs.frozen
 class RememberReport:
     """What :func:`remember` did: ``written`` is False when the exact text was already
-    an active memory of the store (``uri`` is then that memory)."""
+    an active memory of the store (``uri`` and ``category`` are then that memory's)."""
 
     store: str
     uri: str
@@ -463,12 +463,12 @@ def remember(
     with _open(where, embedder, create=True) as cx:
         same = _same_text(cx, memory.text)
         if same is not None:
-            return RememberReport(name, str(same), category, False)
+            return RememberReport(name, str(same.uri), _category(same) or category, False)
         uri = cx.write(memory, ns=MEMORY_NS, at=at)
     return RememberReport(name, str(uri), category, True)
 
 
-def _same_text(cx: cg.Cortex, text: str) -> cg.MemoryURI | None:
+def _same_text(cx: cg.Cortex, text: str) -> cg.Record | None:
     """The active memory whose text is exactly ``text``, if there is one: an identical
     text is among its own best keyword matches."""
     try:
@@ -477,7 +477,7 @@ def _same_text(cx: cg.Cortex, text: str) -> cg.MemoryURI | None:
         return None
     for hit in found:
         if hit.record.memory.text == text:
-            return hit.uri
+            return hit.record
     return None
 
 
@@ -766,7 +766,7 @@ def _suggested(cx: cg.Cortex, texts: _TextCache) -> tuple[Pair, ...]:
     edges = []
     for hit in found:
         for edge in cx.edges(hit.uri, direction="out"):
-            if edge.status == "suggested":
+            if edge.status == "suggested" and cx.resolve(edge.dst).status == "active":
                 edges.append(edge)
     edges.sort(key=lambda e: (-e.strength, str(e.src), str(e.dst)))
     return tuple(_pair(texts, e.src, e.dst, e.strength, None, e.relation) for e in edges)
