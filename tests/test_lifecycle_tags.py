@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph import Q
@@ -90,9 +95,10 @@ def test_a_hand_archived_memory_is_pruned_30_days_later_unless_pinned(
 
 
 def test_archive_refuses_tombstoned_pruned_and_merged_memories(tmp_path: Path) -> None:
-    """A tombstoned memory raises TombstonedError; a pruned one ValidationError on
-    ``ref`` naming its status; a bad reason ValidationError on ``reason``; an unknown
-    id NotFoundError. None of them journals anything."""
+    """A tombstoned memory raises TombstonedError; a pruned or merged one
+    ValidationError on ``ref`` naming its status; a bad reason ValidationError on
+    ``reason``; an unknown id NotFoundError. None of them journals anything, and a
+    read-only handle raises ReadOnlyError."""
     with cg.open(tmp_path, "a") as cx:
         gone = cx.write(cg.Fact(text="gone"), at=T0)
         cx.tombstone(gone, at=T0)
@@ -100,12 +106,20 @@ def test_archive_refuses_tombstoned_pruned_and_merged_memories(tmp_path: Path) -
         cx.archive(pruned, at=T0)
         cx.compact(now=T0 + PRUNE)
         assert cx.resolve(pruned).status == "pruned"
+        twin_a = cx.write(cg.Fact(text="the twin deploys on main"), at=T0)
+        twin_b = cx.write(cg.Fact(text="the twin deploys on main", confidence=0.5), at=T0)
+        _suggest(cx, twin_a, twin_b)
+        cx.compact(now=T0 + PRUNE)
+        assert cx.resolve(twin_b).status == "merged"
         live = cx.write(cg.Fact(text="live"), at=T0)
         before = len(list(cx.journal()))
         with pytest.raises(cg.TombstonedError):
             cx.archive(gone)
         with pytest.raises(cg.ValidationError, match="pruned") as caught:
             cx.archive(pruned)
+        assert caught.value.field == "ref"
+        with pytest.raises(cg.ValidationError, match="merged") as caught:
+            cx.archive(twin_b)
         assert caught.value.field == "ref"
         with pytest.raises(cg.ValidationError) as caught:
             cx.archive(live, reason=3)  # type: ignore[arg-type]
@@ -117,6 +131,8 @@ def test_archive_refuses_tombstoned_pruned_and_merged_memories(tmp_path: Path) -
             cx.archive("00" * 16)
         assert len(list(cx.journal())) == before
         assert cx.resolve(live).status == "active"
+    with cg.open(tmp_path, "a", readonly=True) as ro, pytest.raises(cg.ReadOnlyError):
+        ro.archive(live)
 
 
 def test_archive_in_a_batch_commits_with_the_batch(tmp_path: Path) -> None:
@@ -221,3 +237,213 @@ def test_consolidation_candidates_limit(tmp_path: Path) -> None:
             with pytest.raises(cg.ValidationError) as caught:
                 cx.consolidation_candidates(limit=bad)  # type: ignore[arg-type]
             assert caught.value.field == "limit"
+
+
+# ---------------------------------------------------------------------------
+# half-lives by tag
+
+#: the coding assistant's categories (seed: decay by category, not by type)
+LIVES: dict[str, int | None] = {
+    "architecture": None, "decision": None, "code_description": None, "code": None,
+    "pattern": 60, "gotcha": 45, "context": 30, "progress": 7,
+}
+
+
+def _archived(cx: cg.Cortex, now: int) -> set[bytes]:
+    return {u.id for u in cx.compact(now=now, half_lives=LIVES).archived}
+
+
+def test_a_context_fact_is_archived_after_two_30_day_half_lives(tmp_path: Path) -> None:
+    """A Fact (stable by type) tagged context decays with a 30-day half-life: at 52
+    days its effective confidence is still 0.30 (kept), at 60 days 0.25 (archived).
+    Without ``half_lives`` the same Fact is never archived."""
+    with cg.open(tmp_path / "a", "a") as cx:
+        uri = cx.write(cg.Fact(text="we are mid-migration", tags=["context"]), at=T0)
+        assert _archived(cx, T0 + 52 * DAY) == set()
+        assert _archived(cx, T0 + 60 * DAY) == {uri.id}
+    with cg.open(tmp_path / "b", "a") as cx:
+        cx.write(cg.Fact(text="we are mid-migration", tags=["context"]), at=T0)
+        assert cx.compact(now=T0 + 400 * DAY).archived == ()
+
+
+def test_a_context_fact_read_recently_waits_for_14_idle_days(tmp_path: Path) -> None:
+    """A decayed context Fact read at day 50 is not archived at day 60 (10 days idle)
+    but is at day 64 (14 days idle)."""
+    with cg.open(tmp_path, "a") as cx:
+        uri = cx.write(cg.Fact(text="the cache is warm", tags=["context"]), at=T0)
+        cx.find(Q.tag("context"), limit=1, late_binding=True, now=T0 + 50 * DAY)
+        assert _archived(cx, T0 + 60 * DAY) == set()
+        assert _archived(cx, T0 + 64 * DAY - 1) == set()
+        assert _archived(cx, T0 + 64 * DAY) == {uri.id}
+
+
+def test_a_gotcha_constraint_decays_with_a_45_day_half_life(tmp_path: Path) -> None:
+    """A Constraint (stable by type) tagged gotcha is kept at 78 days (0.301) and
+    archived at 90 (two 45-day half-lives: 0.25)."""
+    with cg.open(tmp_path, "a") as cx:
+        uri = cx.write(cg.Constraint(text="never run migrations on friday",
+                                     tags=["gotcha"]), at=T0)
+        assert _archived(cx, T0 + 78 * DAY) == set()
+        assert _archived(cx, T0 + 90 * DAY) == {uri.id}
+
+
+def test_stable_tags_pinned_memories_and_hubs_are_never_archived(tmp_path: Path) -> None:
+    """An Event (7 days by type) tagged architecture (stable) stays active at 400 days,
+    while an untagged Event of the same confidence is archived; a pinned progress Fact
+    and a context Fact that is a hub (centrality > 0.5) stay active too."""
+    with cg.open(tmp_path, "a") as cx:
+        stable = cx.write(cg.Event(text="we chose lmdb", tags=["architecture"],
+                                   confidence=0.5), at=T0)
+        plain = cx.write(cg.Event(text="we chose lmdb", confidence=0.5), at=T0)
+        pinned = cx.write(cg.Fact(text="ship on green", tags=["progress"], pinned=True),
+                          at=T0)
+        hub = cx.write(cg.Fact(text="the core module", tags=["context"]), at=T0)
+        for i in range(3):
+            spoke = cx.write(cg.Fact(text=f"spoke {i}"), at=T0)
+            cx.add_edge(spoke, hub, "relates_to", at=T0)
+        assert _archived(cx, T0 + 400 * DAY) == {plain.id}
+        for uri in (stable, pinned, hub):
+            assert cx.resolve(uri).status == "active"
+
+
+def test_more_than_ten_reads_double_a_tag_half_life(tmp_path: Path) -> None:
+    """A context Fact read 11 times decays with a 60-day half-life: at day 60 it is
+    kept (0.5) while its unread twin is archived; kept at day 104 (0.301), archived at
+    day 120 (0.25)."""
+    with cg.open(tmp_path, "a") as cx:
+        read = cx.write(cg.Fact(text="read often", tags=["context", "hot"]), at=T0)
+        unread = cx.write(cg.Fact(text="never read", tags=["context"]), at=T0)
+        for i in range(11):
+            cx.find(Q.tag("hot"), limit=1, late_binding=True, now=T0 + 1 + i)
+        assert _archived(cx, T0 + 60 * DAY) == {unread.id}
+        assert _archived(cx, T0 + 104 * DAY) == set()  # 0.5 ** (104 / 60) = 0.301
+        assert _archived(cx, T0 + 120 * DAY) == {read.id}
+
+
+def test_several_matching_tags_take_the_shortest_finite_half_life(tmp_path: Path) -> None:
+    """A Fact tagged progress (7) and decision (stable) decays in 7-day half-lives
+    (archived at 14 days); one tagged decision and architecture (both stable) never
+    decays; keys match tags case-insensitively, as tags are normalised."""
+    with cg.open(tmp_path, "a") as cx:
+        mixed = cx.write(cg.Fact(text="half done", tags=["progress", "decision"]), at=T0)
+        stable = cx.write(cg.Fact(text="use lmdb", tags=["decision", "architecture"]),
+                          at=T0)
+        report = cx.compact(now=T0 + 14 * DAY,
+                            half_lives={"Progress": 7, "DECISION": None, "architecture": None})
+        assert [u.id for u in report.archived] == [mixed.id]
+        assert cx.compact(now=T0 + 400 * DAY, half_lives=LIVES).archived == ()
+        assert cx.resolve(stable).status == "active"
+
+
+def test_the_same_operations_give_the_same_journal_bytes(tmp_path: Path) -> None:
+    """Two stores given the same writes and the same compaction (``half_lives`` in a
+    different key order) journal identical bytes."""
+    journals = []
+    for name, lives in (("a", LIVES), ("b", dict(reversed(list(LIVES.items()))))):
+        with cg.open(tmp_path / name, "a", clock=cg.ManualClock(T0)) as cx:
+            cx.write(cg.Fact(text="mid-migration", tags=["context"]), at=T0)
+            cx.write(cg.Constraint(text="no friday deploys", tags=["gotcha"]), at=T0)
+            cx.write(cg.Event(text="we chose lmdb", tags=["architecture"]), at=T0)
+            report = cx.compact(now=T0 + 60 * DAY, half_lives=lives)
+            assert len(report.archived) == 1
+            journals.append(list(cx.journal_bytes()))
+    assert journals[0] == journals[1]
+
+
+@pytest.mark.parametrize(
+    ("half_lives", "named"),
+    [
+        ({"context": 0}, "'context'"),
+        ({"context": -3}, "'context'"),
+        ({"context": 1.5}, "'context'"),
+        ({"context": True}, "'context'"),
+        ({"context": "30"}, "'context'"),
+        ({"": 30}, "''"),
+        ({"two words": 30}, "two words"),
+        ({"x" * 65: 30}, "64"),
+        ({3: 30}, "3"),
+        ({"Context": 30, "context": 7}, "'context'"),
+        ([("context", 30)], "list"),
+    ],
+)
+def test_bad_half_lives_raise_naming_the_key_and_change_nothing(
+    tmp_path: Path, half_lives: object, named: str
+) -> None:
+    """Each bad ``half_lives`` raises ValidationError on ``half_lives`` whose message
+    names the bad key (or the bad type), and journals nothing."""
+    with cg.open(tmp_path, "a") as cx:
+        cx.write(cg.Fact(text="weak", tags=["context"], confidence=0.1), at=T0)
+        before = list(cx.journal_bytes())
+        with pytest.raises(cg.ValidationError) as caught:
+            cx.compact(now=T0 + 400 * DAY, half_lives=half_lives)  # type: ignore[arg-type]
+        assert caught.value.field == "half_lives"
+        assert named in str(caught.value)
+        assert list(cx.journal_bytes()) == before
+
+
+def test_lifecycle_facts_take_a_half_life_in_place_of_the_type_s() -> None:
+    """The pure rule: ``half_life_days`` replaces the type's half-life (a Fact given 30
+    days is at 0.25 of its confidence after 60), None makes an Event stable, "type"
+    (the default) follows ``type_name`` also through ``attrs.evolve``; 0, a bool or a
+    float raise ValidationError on ``half_life_days``."""
+    import attrs
+
+    from cortexgraph.core.lifecycle import LifecycleFacts, effective_confidence
+
+    fact = LifecycleFacts(status="active", type_name="fact", confidence=1.0,
+                          half_life_days=30)
+    assert effective_confidence(fact, 60 * DAY) == 250_000
+    event = LifecycleFacts(status="active", type_name="event", confidence=1.0)
+    assert effective_confidence(event, 14 * DAY) == 250_000
+    assert effective_confidence(attrs.evolve(event, half_life_days=None), 400 * DAY) == 1_000_000
+    assert effective_confidence(attrs.evolve(event, type_name="fact"), 400 * DAY) == 1_000_000
+    for bad in (0, True, 1.5, "30"):
+        with pytest.raises(cg.ValidationError) as caught:
+            LifecycleFacts(status="active", type_name="fact", confidence=1.0,
+                           half_life_days=bad)  # type: ignore[arg-type]
+        assert caught.value.field == "half_life_days"
+
+
+_tagged = st.lists(
+    st.tuples(
+        st.sampled_from([cg.Fact, cg.Constraint, cg.Event, cg.Preference, cg.Pattern]),
+        st.lists(st.sampled_from([*LIVES, "deploy"]), max_size=3),
+        st.sampled_from([0.2, 0.5, 0.9, 1.0]),
+        st.booleans(),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(max_examples=25)
+@given(memories=_tagged, day=st.integers(0, 200))
+def test_compact_archives_exactly_what_the_pure_rule_says(
+    memories: list[Any], day: int
+) -> None:
+    """For random typed, tagged, pinned or not memories and a random day, ``compact``
+    with the categories' half-lives archives exactly the memories for which
+    ``next_status`` (with ``tag_half_life``) says "archived", computed over every
+    memory: the column-index candidate selection misses none."""
+    from cortexgraph.core.lifecycle import LifecycleFacts, next_status, tag_half_life
+    from cortexgraph.core.salience import HALF_LIFE_DAYS
+
+    root = Path(tempfile.mkdtemp())
+    try:
+        with cg.open(root, "a", sync=False) as cx:
+            expected = set()
+            now = T0 + day * DAY
+            for kind, tags, confidence, pinned in memories:
+                memory = kind(text="note", tags=tags, confidence=confidence, pinned=pinned)
+                uri = cx.write(memory, at=T0)
+                facts = LifecycleFacts(
+                    status="active", type_name=memory.type_name, confidence=confidence,
+                    pinned=pinned, at=T0, status_since=T0,
+                    half_life_days=tag_half_life(memory.tags, LIVES,
+                                                 HALF_LIFE_DAYS[memory.type_name]),
+                )
+                if next_status(facts, now) == "archived":
+                    expected.add(uri.id)
+            assert _archived(cx, now) == expected
+    finally:
+        shutil.rmtree(root)

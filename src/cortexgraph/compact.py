@@ -6,7 +6,9 @@ without scanning everything in Python, and journals what they decide:
 - **Forgetting.** Candidates come from the column index: active memories that are not
   pinned and whose head version is at least 14 days old, and archived memories untouched
   for 30 days; ``next_status`` then decides exactly (effective confidence, hubs, last
-  access). Each move is one ``status`` entry.
+  access). Each move is one ``status`` entry. ``half_lives`` (tag -> days) replaces the
+  type's half-life of a candidate carrying one of those tags (``tag_half_life``); the
+  column index holds each row's tags, so this reads nothing more.
 - **Consolidation.** Candidates are the suggested ``relates_to`` edges of strength >= 0.5
   (auto-linking makes them; the ``salience`` table lists them under ``k``). For each pair
   of active memories of the same namespace and type: the similarity is the cosine of their
@@ -29,6 +31,7 @@ without scanning everything in Python, and journals what they decide:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import attrs
@@ -44,13 +47,15 @@ from .core.lifecycle import (
     LifecycleFacts,
     MergeCandidate,
     can_merge,
+    check_half_lives,
     choose_survivor,
     consolidation_decision,
     jaccard_ppm,
     merged_changes,
     next_status,
+    tag_half_life,
 )
-from .core.salience import check_int
+from .core.salience import HALF_LIFE_DAYS, check_int
 from .core.signals import CANDIDATE, read_access
 from .core.state import HeadState, VersionState
 from .core.uri import MemoryURI
@@ -96,7 +101,7 @@ def _head(txn: ReadTxn, memory_id: bytes) -> HeadState:
 
 
 def _forgetting(
-    columns: ColumnIndex, txn: ReadTxn, now: int
+    columns: ColumnIndex, txn: ReadTxn, now: int, half_lives: Mapping[str, int | None]
 ) -> tuple[list[bytes], list[bytes], int]:
     n = len(columns.ids)
     cols = columns.cols
@@ -111,9 +116,10 @@ def _forgetting(
     for row in rows.tolist():
         memory_id = columns.ids[row]
         access_count, last_access = read_access(txn, memory_id)
+        kind = type_name(int(cols["type"][row]))
         facts = LifecycleFacts(
             status="active" if status[row] == _ACTIVE else "archived",
-            type_name=type_name(int(cols["type"][row])),
+            type_name=kind,
             confidence=float(cols["confidence"][row]),
             pinned=bool(cols["pinned"][row]),
             access_count=access_count,
@@ -123,6 +129,7 @@ def _forgetting(
             in_degree=int(cols["indeg"][row]),
             max_in_degree=columns.max_indeg,
             max_access=columns.max_access,
+            half_life_days=tag_half_life(columns.tags[row], half_lives, HALF_LIFE_DAYS[kind]),
         )
         move = next_status(facts, now)
         if move == "archived":
@@ -268,13 +275,16 @@ def consolidation_candidates(h: Handle, *, limit: int) -> tuple[ConsolidationCan
         )
 
 
-def run_compact(h: Handle, *, now: int | None) -> CompactReport:
+def run_compact(
+    h: Handle, *, now: int | None, half_lives: Mapping[str, int | None] | None = None
+) -> CompactReport:
     """Carry out :meth:`Cortex.compact`."""
+    lives = {} if half_lives is None else check_half_lives(half_lives)
     if h.active_batch() is not None:
         raise CortexError("compact runs its own batch; call it outside one")
     now = h.at(now)
     with h.indexed_read() as (txn, columns, _seq):
-        archive, prune, examined = _forgetting(columns, txn, now)
+        archive, prune, examined = _forgetting(columns, txn, now, lives)
         plans = _plan_consolidation(h, txn, None)
     archived: list[MemoryURI] = []
     pruned: list[MemoryURI] = []

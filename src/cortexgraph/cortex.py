@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
@@ -273,7 +273,9 @@ class Cortex:
     remove_edge = _in_batch(Batch.remove_edge)
     attest = _in_batch(Batch.attest)
 
-    def compact(self, *, now: int | None = None) -> CompactReport:
+    def compact(
+        self, *, now: int | None = None, half_lives: Mapping[str, int | None] | None = None
+    ) -> CompactReport:
         """Forget what stopped mattering and consolidate near-duplicates, all journaled.
 
         Active memories whose effective confidence (confidence x recency) fell below 0.3
@@ -284,10 +286,22 @@ class Cortex:
         (a new version; the other is ``merged`` and linked by ``derived_from``). Archived,
         pruned and merged memories leave find, recall and context but stay resolvable;
         reading an archived one (late binding) restores it. See ``docs/lifecycle.md``.
+
+        Args:
+            now: the time the rules are applied at (ms); the clock's by default.
+            half_lives: tag -> half-life in days (an integer >= 1) or None (stable). A
+                memory carrying one of these tags decays by it instead of by its type's
+                half-life; when several of its tags are listed, the shortest finite one
+                wins, and it is stable only if all of them are None. Pinned memories and
+                the doubling (more than 10 reads, or centrality above 0.5) work as before.
+
+        Raises:
+            ValidationError: a bad ``now`` or ``half_lives`` (field ``half_lives``, the
+                message naming the key).
         """
         from .compact import run_compact
 
-        return run_compact(self._handle, now=now)
+        return run_compact(self._handle, now=now, half_lives=half_lives)
 
     def consolidation_candidates(self, *, limit: int = 100) -> tuple[ConsolidationCandidate, ...]:
         """The suggested pairs :meth:`compact` would examine, and what it would do with each.

@@ -35,7 +35,9 @@ epoch: otherwise a fresh memory that nobody has read yet would be archived the m
 its recency decayed. Pinned memories and hubs are exempt from both transitions: they
 are never archived and, should one be archived (pinned or linked to after archiving),
 never pruned. Stable types (``fact``, ``goal``, ...) have recency 1, so their effective
-confidence is their own confidence: an idle one below 0.3 is archived too.
+confidence is their own confidence: an idle one below 0.3 is archived too. The caller
+may give a memory another half-life than its type's (``LifecycleFacts.half_life_days``):
+``compact(half_lives=...)`` picks it by tag with :func:`tag_half_life`.
 
 Auto-linking (on write, over similarities to keyword-index candidates):
 
@@ -59,8 +61,9 @@ See ``docs/lifecycle.md`` for worked examples.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Iterable, Mapping
+from types import SimpleNamespace
+from typing import Any, Final, Literal
 
 import attrs
 
@@ -74,10 +77,10 @@ from .salience import (
     check_int,
     effective_confidence_ppm,
     factor_ppm,
-    half_life_ms,
     recency,
+    scaled_half_life_ms,
 )
-from .taxonomy import MAX_TAGS, Memory
+from .taxonomy import MAX_TAGS, Memory, check_tags, normalise_tag
 from .text import jaccard_ppm  # re-exported: the similarity the link and merge rules read
 
 __all__ = [
@@ -98,6 +101,7 @@ __all__ = [
     "LinkDecision",
     "MergeCandidate",
     "can_merge",
+    "check_half_lives",
     "choose_survivor",
     "consolidation_decision",
     "effective_confidence",
@@ -107,6 +111,7 @@ __all__ = [
     "merged_changes",
     "next_status",
     "restores_on_access",
+    "tag_half_life",
 ]
 
 ARCHIVE_BELOW_PPM: Final = 300_000
@@ -177,6 +182,11 @@ def _check_type_name(_: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
         raise ValidationError(f"not a memory type: {value!r}", field=attribute.name)
 
 
+def _check_half_life(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and value != "type":
+        check_int(value, attribute.name, lo=1)
+
+
 def _check_status(_: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if type(value) is not str or not value:
         raise ValidationError(f"must be a non-empty string, not {value!r}", field=attribute.name)
@@ -213,6 +223,11 @@ class LifecycleFacts:
         in_degree: its active in-edges.
         max_in_degree: the store-wide maximum in-degree (>= ``in_degree``).
         max_access: the store-wide maximum access count (>= ``access_count``).
+        half_life_days: the base half-life in days before the doubling rules, or None
+            for a memory that does not decay; ``"type"`` (the default) for its type's
+            (:data:`~cortexgraph.core.salience.HALF_LIFE_DAYS`, so that changing
+            ``type_name`` changes it), else what :func:`tag_half_life` gives for the
+            memory's tags.
     """
 
     status: str = attrs.field(validator=_check_status)
@@ -226,6 +241,9 @@ class LifecycleFacts:
     in_degree: int = attrs.field(default=0, validator=_check_int())
     max_in_degree: int = attrs.field(default=0, validator=_check_int())
     max_access: int = attrs.field(default=0, validator=_check_int())
+    half_life_days: int | Literal["type"] | None = attrs.field(
+        default="type", validator=_check_half_life
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.in_degree > self.max_in_degree:
@@ -239,6 +257,13 @@ class LifecycleFacts:
         return centrality(self.in_degree, self.max_in_degree)
 
     @property
+    def base_half_life_days(self) -> int | None:
+        """The half-life in days before the doubling rules (None: stable)."""
+        if self.half_life_days == "type":
+            return HALF_LIFE_DAYS[self.type_name]
+        return self.half_life_days
+
+    @property
     def is_exempt(self) -> bool:
         """Pinned, or a hub (centrality strictly above :data:`HUB_CENTRALITY`)."""
         return self.pinned or self.centrality > HUB_CENTRALITY
@@ -248,8 +273,9 @@ def effective_confidence(facts: LifecycleFacts, now: int) -> int:
     """The memory's effective confidence at ``now``, in ppm: confidence x recency.
 
     Recency is computed exactly as :mod:`~cortexgraph.core.salience` computes the
-    recency factor: the type's half-life (doubled for a memory read more than 10 times
-    or with centrality above 0.5, none when pinned or of a stable type), the age
+    recency factor: the half-life ``half_life_days`` (the type's unless the caller chose
+    one by tag; doubled for a memory read more than 10 times or with centrality above
+    0.5, none when pinned or stable), the age
     ``now - at`` (a negative age counts as 0), rounded to ppm half to even; then
     :func:`~cortexgraph.core.salience.effective_confidence_ppm`.
 
@@ -261,8 +287,8 @@ def effective_confidence(facts: LifecycleFacts, now: int) -> int:
         ValidationError: ``now`` is not an integer >= 0.
     """
     check_int(now, "now")
-    life = half_life_ms(
-        facts.type_name,
+    life = scaled_half_life_ms(
+        facts.base_half_life_days,
         pinned=facts.pinned,
         access_count=facts.access_count,
         centrality=facts.centrality,
@@ -308,6 +334,74 @@ def next_status(facts: LifecycleFacts, now: int) -> str | None:
             return "pruned"
         return None
     return None
+
+
+_HALF_LIVES_FIELD = SimpleNamespace(name="half_lives")  # what check_tags names in errors
+
+
+def check_half_lives(value: object) -> dict[str, int | None]:
+    """Check a ``half_lives`` mapping (tag -> half-life in days, or None for stable) and
+    return it with its tags normalised as memory tags are (lowercase, NFC).
+
+    >>> check_half_lives({"Context": 30, "architecture": None})
+    {'architecture': None, 'context': 30}
+
+    Raises:
+        ValidationError: not a mapping; a key that is not a valid tag; a value that is
+            neither None nor an integer >= 1; two keys that normalise to the same tag
+            with different half-lives. Field ``half_lives``; the message names the key.
+    """
+    if not isinstance(value, Mapping):
+        raise ValidationError(
+            f"must be a mapping of tag to days, not {type(value).__name__}", field="half_lives"
+        )
+    checked: dict[str, int | None] = {}
+    for key, days in value.items():
+        if type(key) is not str:
+            raise ValidationError(
+                f"tag {key!r} must be a string, not {type(key).__name__}", field="half_lives"
+            )
+        tag = normalise_tag(key)
+        check_tags(None, _HALF_LIVES_FIELD, (tag,))  # type: ignore[arg-type]
+        if days is not None and (type(days) is not int or days < 1):
+            raise ValidationError(
+                f"tag {key!r}: the half-life must be None (stable) or an integer number of"
+                f" days >= 1, not {days!r}",
+                field="half_lives",
+            )
+        if tag in checked and checked[tag] != days:
+            raise ValidationError(
+                f"tag {key!r} and another key both mean {tag!r}, with different half-lives",
+                field="half_lives",
+            )
+        checked[tag] = days
+    return dict(sorted(checked.items()))
+
+
+def tag_half_life(
+    tags: Iterable[str], half_lives: Mapping[str, int | None], default: int | None
+) -> int | None:
+    """The base half-life (days, None: stable) of a memory with ``tags`` under
+    ``half_lives`` (checked by :func:`check_half_lives`); ``default`` (its type's)
+    when no tag matches.
+
+    When several tags match, the shortest finite half-life wins: a memory tagged both
+    ``progress`` (7 days) and ``decision`` (stable) is as transient as its most
+    transient label says. It is stable only if every matching tag is stable.
+
+    >>> lives = {"progress": 7, "pattern": 60, "decision": None}
+    >>> tag_half_life(["pattern", "progress"], lives, None)
+    7
+    >>> tag_half_life(["decision"], lives, 180), tag_half_life(["x"], lives, 180)
+    (None, 180)
+    >>> tag_half_life(["decision", "pattern"], lives, None)
+    60
+    """
+    matched = [half_lives[tag] for tag in tags if tag in half_lives]
+    if not matched:
+        return default
+    finite = [days for days in matched if days is not None]
+    return min(finite) if finite else None
 
 
 def restores_on_access(status: str) -> bool:

@@ -65,6 +65,7 @@ __all__ = [
     "factor_ppm",
     "frequency",
     "half_life_ms",
+    "scaled_half_life_ms",
     "learn_weights",
     "recency",
     "round_ppm",
@@ -256,11 +257,31 @@ def half_life_ms(
         raise ValidationError(f"must be True or False, not {pinned!r}", field="pinned")
     check_int(access_count, "access_count")
     unit_centrality = _unit(centrality, "centrality")
-    days = HALF_LIFE_DAYS[type_name]
+    return scaled_half_life_ms(
+        HALF_LIFE_DAYS[type_name],
+        pinned=pinned,
+        access_count=access_count,
+        centrality=unit_centrality,
+    )
+
+
+def scaled_half_life_ms(
+    days: int | None, *, pinned: bool, access_count: int, centrality: float
+) -> int | None:
+    """:func:`half_life_ms` from a base half-life in ``days`` (``None``: stable) instead
+    of the type's, for arguments the caller has checked: ``None`` when pinned or stable,
+    else ``days`` in ms, doubled once for more than :data:`HUB_ACCESS_COUNT` reads or
+    centrality above :data:`HUB_CENTRALITY`.
+
+    >>> scaled_half_life_ms(30, pinned=False, access_count=11, centrality=0.0) // DAY_MS
+    60
+    >>> scaled_half_life_ms(30, pinned=True, access_count=0, centrality=0.0) is None
+    True
+    """
     if pinned or days is None:
         return None
     base = days * DAY_MS
-    if access_count > HUB_ACCESS_COUNT or unit_centrality > HUB_CENTRALITY:
+    if access_count > HUB_ACCESS_COUNT or centrality > HUB_CENTRALITY:
         return base * _SCALE_FACTOR
     return base
 
