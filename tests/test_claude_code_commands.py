@@ -299,6 +299,27 @@ def test_consolidate_merges_and_lists_the_rest_for_review(
     assert suggested == {(_base(c), _base(d)): 0.6, (_base(e), _base(f)): 0.45}
 
 
+def test_consolidate_decays_by_the_plugins_categories(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Compaction runs with the plugin's half-lives by category tag: a progress note
+    (7 days) unread for 60 days is archived, though its type (Fact) never decays; an
+    architecture fact of the same age stays."""
+    import time
+
+    old = int(time.time() * 1000) - 60 * 86_400_000
+    with _open(project) as cx:
+        progress = cx.write(_fact("Wave 3 of the migration is done", "progress"), at=old)
+        design = cx.write(_fact("The app is split into core and shell", "architecture"), at=old)
+    code, report, _ = _run(capsys, "consolidate", "--project", str(project))
+    assert code == 0
+    assert [_base(u) for u in report["archived"]] == [_base(progress)]
+    with _open(project) as cx:
+        assert (cx.resolve(progress).status, cx.resolve(design).status) == (
+            "archived", "active"
+        )
+
+
 def test_promote_and_drop_change_the_suggested_edge(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

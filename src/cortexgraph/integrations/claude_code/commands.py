@@ -704,7 +704,7 @@ def consolidate(
                 False, to_merge=to_merge, review=_review(cx, texts),
                 suggested=_suggested(cx, texts),
             )
-        report = _compact(cx, now)
+        report = cx.compact(now=now, half_lives=HALF_LIVES)
         return ConsolidateReport(
             True,
             merged=tuple((str(a), str(b)) for a, b in report.merged),
@@ -713,15 +713,6 @@ def consolidate(
             review=_review(cx, texts),
             suggested=_suggested(cx, texts),
         )
-
-
-def _compact(cx: cg.Cortex, now: int | None) -> cg.CompactReport:
-    import inspect as signatures
-
-    if "half_lives" in signatures.signature(cx.compact).parameters:
-        report: cg.CompactReport = cx.compact(now=now, half_lives=HALF_LIVES)  # type: ignore[call-arg]
-        return report
-    return cx.compact(now=now)
 
 
 class _TextCache:
