@@ -410,6 +410,7 @@ def test_inspect_reports_a_corrupted_store_as_failed(
         (["forget", "0123456789abcdef0123456789abcdef"], "no memory has the id"),
         (["forget", "cx://project/default/zz"], "URIError"),
         (["consolidate"], "no memory store"),
+        (["remember", "x", "--project", "{project}/typo"], "is not a directory"),
         (["consolidate", "--promote", "cx://project/default/" + "ab" * 16, "deadbeef00"],
          "NotFoundError"),
     ],
@@ -422,7 +423,9 @@ def test_bad_inputs_exit_2_with_a_message(
         with _open(project) as cx:
             cx.write(_fact("Something to keep"))
     before = sorted(p.name for p in project.rglob("*"))
-    code, _, err = _run(capsys, *args, "--project", str(project))
+    args = [arg.format(project=project) for arg in args]
+    where = [] if "--project" in args else ["--project", str(project)]
+    code, _, err = _run(capsys, *args, *where)
     assert code == 2 and field in err
     assert sorted(p.name for p in project.rglob("*")) == before
 

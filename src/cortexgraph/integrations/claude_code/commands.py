@@ -42,11 +42,14 @@ import attrs
 
 import cortexgraph as cg
 
+from ...core.graph import RELATIONS
 from ...core.predicates import Predicate
 from ...core.text import term_counts
 from ...errors import NotFoundError, ValidationError
+from ...extract import CURSOR_NS
 from .categories import CATEGORIES, HALF_LIVES, category_of, memory_class
 from .config import load_config
+from .hooks import LOG_NAME, git_context
 from .stores import StoreLocation, global_store, project_store
 
 if TYPE_CHECKING:
@@ -54,11 +57,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Candidate",
+    "Code",
     "ConsolidateReport",
+    "Extraction",
     "ForgetReport",
     "InspectReport",
+    "Pair",
     "RecallHit",
     "RecallReport",
+    "Related",
     "RememberReport",
     "StoreReport",
     "change_edge",
@@ -69,16 +76,15 @@ __all__ = [
     "remember",
 ]
 
-#: the namespace ``ingest`` keeps its extraction cursors in (never a hit, never forgotten)
-CURSOR_NS = "extraction"
-#: the tag of an extraction cursor
+#: the tag of an extraction cursor (which lives in ``CURSOR_NS``, is never a hit, and is
+#: never forgotten)
 CURSOR_TAG = "extraction-cursor"
 #: what ``remember`` writes into (and ``ingest`` extracts into by default)
 MEMORY_NS = "default"
 #: the memory types a person or an extractor writes (not Attest or LearnWeights)
 AGENT_TYPES = ("goal", "preference", "constraint", "fact", "pattern", "event", "artifact_ref")
 #: the relations followed to a hit's related memories (``source_of`` attaches code instead)
-RELATED = ("relates_to", "derived_from", "contradicts", "exemplifies", "refines", "supersedes")
+RELATED = tuple(relation for relation in RELATIONS if relation != "source_of")
 #: an id prefix must be at least this many hex digits to name a memory
 MIN_PREFIX = 8
 #: the most candidates a fuzzy ``forget`` lists
@@ -87,12 +93,19 @@ FORGET_CANDIDATES = 5
 LOG_LINES = 10
 #: the most hits a recall may ask for
 MAX_LIMIT = 100
-LOG_NAME = "cortex.log"
 
 
 def _stores(
     project: str | os.PathLike[str], environ: Mapping[str, str] | None
 ) -> list[tuple[str, StoreLocation]]:
+    """The project store and the global store, by name, after checking ``project``.
+
+    Raises:
+        ValidationError: ``project`` is not an existing directory (a mistyped
+            ``--project`` must not create a store somewhere unexpected).
+    """
+    if not Path(project).is_dir():
+        raise ValidationError(f"{project} is not a directory", field="project")
     return [("project", project_store(project)), ("global", global_store(environ))]
 
 
@@ -443,8 +456,8 @@ def remember(
     """
     _check_text(text, "text")
     type_name = memory_class(category)
-    from .hooks import git_context
-
+    name = "global" if to_global else "project"
+    where = dict(_stores(project, environ))[name]
     context = git_context(Path(project).absolute())
     fields: dict[str, Any] = {
         "type": type_name,
@@ -457,8 +470,6 @@ def remember(
     if priority is not None:
         fields["priority"] = priority
     memory = cg.Memory.from_dict(fields)  # validates every field before a store opens
-    name = "global" if to_global else "project"
-    where = dict(_stores(project, environ))[name]
     embedder = load_config(project, environ).make_embedder()
     with _open(where, embedder, create=True) as cx:
         same = _same_text(cx, memory.text)
@@ -668,7 +679,7 @@ class ConsolidateReport:
 
 
 def _existing_project(project: str | os.PathLike[str]) -> StoreLocation:
-    where = project_store(project)
+    where = _stores(project, None)[0][1]
     if not _exists(where):
         raise NotFoundError(f"{project} has no memory store yet ({where.root})")
     return where
