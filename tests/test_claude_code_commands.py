@@ -169,7 +169,7 @@ def test_remember_writes_a_human_memory_once(
 ) -> None:
     """The category picks the type and the tag; origin human, confidence 1.0, the given
     priority and tags, the git branch and cwd in the source. The same text again writes
-    nothing and says so."""
+    nothing and says so; a related text is linked to it."""
     _git(project, "init", "-q", "-b", "feat-login")
     _git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
          "--allow-empty", "-m", "start")
@@ -192,6 +192,11 @@ def test_remember_writes_a_human_memory_once(
     assert (again, second["written"], second["uri"]) == (0, False, report["uri"])
     with _open(project) as cx:
         assert cx.seq == seq
+    _, near, _ = _run(capsys, "remember", "The login cookie expires after a day",
+                      "--project", str(project))
+    with _open(project) as cx:
+        (edge,) = cx.edges(near["uri"])
+    assert (edge.relation, _base(edge.dst)) == ("relates_to", _base(report["uri"]))
 
 
 def test_remember_global_and_pin(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

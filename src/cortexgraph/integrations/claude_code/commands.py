@@ -13,8 +13,8 @@ which calls one function here and prints its report (:mod:`cortexgraph.cli.claud
   which restores an archived memory: /recall is how a forgotten memory comes back.
 - :func:`remember` writes what a person said, with confidence 1.0 and origin
   ``"human"``, as its category's type and tag, into the project store (created when
-  needed) or the global one. The exact same text, already active there, is not written
-  again.
+  needed) or the global one, linked to its most similar memories (auto-linking). The
+  exact same text, already active there, is not written again.
 - :func:`forget` archives the memory a URI or an id (a unique prefix of at least 8 hex
   digits) names; anything else is a query whose candidates are listed, never archived:
   a fuzzy query does not guess.
@@ -119,16 +119,20 @@ def _open(
     *,
     create: bool = False,
     readonly: bool = False,
+    autolink: bool = False,
 ) -> cg.Cortex:
     """Open a store; with an embedder configured, that embedder (a store created with
     another one is switched to it: the settings are the user's current choice)."""
     if embedder is None:
-        return cg.open(where.root, where.actor, create=create, readonly=readonly)
+        return cg.open(
+            where.root, where.actor, create=create, readonly=readonly, autolink=autolink
+        )
     return cg.open(
         where.root,
         where.actor,
         create=create,
         readonly=readonly,
+        autolink=autolink,
         embedder=embedder,
         reembed=not readonly,
         embed_on_write=not readonly,
@@ -471,7 +475,10 @@ def remember(
         fields["priority"] = priority
     memory = cg.Memory.from_dict(fields)  # validates every field before a store opens
     embedder = load_config(project, environ).make_embedder()
-    with _open(where, embedder, create=True) as cx:
+    # linked to its most similar memories as it is written, as extraction links what it
+    # writes: recall then shows it among their related memories, and a near-duplicate
+    # becomes a pair for /consolidate
+    with _open(where, embedder, create=True, autolink=True) as cx:
         same = _same_text(cx, memory.text)
         if same is not None:
             return RememberReport(name, str(same.uri), _category(same) or category, False)
