@@ -288,6 +288,7 @@ def recall(
     mode = "keyword" if embedder is None else "hybrid"
     # the branch is not indexed: ask for more and keep those of the branch
     depth = limit if branch is None else min(1000, max(100, 10 * limit))
+    terms = set(term_counts(query))
     hits: list[RecallHit] = []
     read: list[str] = []
     seen: set[str] = set()  # a global memory is often the project's own, copied
@@ -297,7 +298,6 @@ def recall(
         read.append(name)
         with _open(where_store, embedder) as cx:
             found = cx.recall(query, k=depth, where=_RECALLED, mode=mode)
-            terms = set(term_counts(query))
             ranked = _with_archived(
                 [(_share(terms, hit.record), hit.record, hit.score) for hit in found],
                 _archived_matches(cx, terms),
