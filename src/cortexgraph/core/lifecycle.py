@@ -62,7 +62,6 @@ See ``docs/lifecycle.md`` for worked examples.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from types import SimpleNamespace
 from typing import Any, Final, Literal
 
 import attrs
@@ -336,7 +335,10 @@ def next_status(facts: LifecycleFacts, now: int) -> str | None:
     return None
 
 
-_HALF_LIVES_FIELD = SimpleNamespace(name="half_lives")  # what check_tags names in errors
+class _HalfLivesField:
+    """Stands in for the attrs attribute ``check_tags`` names in its errors."""
+
+    name = "half_lives"
 
 
 def check_half_lives(value: object) -> dict[str, int | None]:
@@ -362,7 +364,7 @@ def check_half_lives(value: object) -> dict[str, int | None]:
                 f"tag {key!r} must be a string, not {type(key).__name__}", field="half_lives"
             )
         tag = normalise_tag(key)
-        check_tags(None, _HALF_LIVES_FIELD, (tag,))  # type: ignore[arg-type]
+        check_tags(None, _HalfLivesField, (tag,))  # type: ignore[arg-type]
         if days is not None and (type(days) is not int or days < 1):
             raise ValidationError(
                 f"tag {key!r}: the half-life must be None (stable) or an integer number of"
