@@ -20,6 +20,7 @@ from cortexgraph.integrations.claude_code.install import (
     SettingsFileError,
     hooks_block,
     install,
+    slash_command_line,
     uninstall,
     write_plugin,
 )
@@ -289,7 +290,7 @@ def test_plugin_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         text = (plugin / "commands" / f"{name}.md").read_text(encoding="utf-8")
         front = text.split("---\n")[1]
         assert "Use as a reflex" in front
-        assert f"{PROGRAM} {name}" in text
+        assert slash_command_line(name, PROGRAM) in text
     assert "Use as a reflex when earlier context may exist" in (
         plugin / "commands" / "recall.md"
     ).read_text(encoding="utf-8")

@@ -58,6 +58,7 @@ __all__ = [
     "hook_command",
     "hooks_block",
     "install",
+    "slash_command_line",
     "uninstall",
     "write_atomic",
     "write_plugin",
@@ -331,9 +332,9 @@ def uninstall(settings: Path, backup_dir: Path) -> InstallReport:
 
 PLUGIN_NAME = "cortexgraph-memory"
 
-#: Each slash command: its name (the file ``commands/<name>.md`` and the ``cortexgraph``
-#: subcommand it runs), its argument hint, and its description. The descriptions are
-#: worded so that Claude reaches for the command unprompted.
+#: Each slash command: its name (the file ``commands/<name>.md``), its argument hint, and
+#: its description. The descriptions are worded so that Claude reaches for the command
+#: unprompted. What each runs: :func:`slash_command_line`.
 SLASH_COMMANDS: tuple[tuple[str, str, str], ...] = (
     (
         "recall",
@@ -366,7 +367,7 @@ SLASH_COMMANDS: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "consolidate",
-        "",
+        "[--promote A B | --drop A B | --dry-run]",
         "Merge near-duplicate memories and list the borderline ones and suggested links"
         " for review. Use as a reflex when recall returns repeated or conflicting memories.",
     ),
@@ -379,8 +380,19 @@ SLASH_COMMANDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+def slash_command_line(name: str, program: str) -> str:
+    """The command line the slash command ``name`` runs, before its arguments:
+    ``<program> claude-code <name>``, except ``index-code``, the general command pointed
+    at the project store (``.memory/``, actor ``project``; the command file runs it
+    from the project directory)."""
+    if name == "index-code":
+        return f"{program} index-code --root .memory --actor project"
+    return f"{program} claude-code {name}"
+
+
 def _command_markdown(name: str, hint: str, description: str, program: str) -> str:
-    run = f"{program} {name} $ARGUMENTS" if hint else f"{program} {name}"
+    line = slash_command_line(name, program)
+    run = f"{line} $ARGUMENTS" if hint else line
     front = [f"description: {json.dumps(description)}"]
     if hint:
         front.append(f"argument-hint: {json.dumps(hint)}")
