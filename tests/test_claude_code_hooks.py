@@ -160,9 +160,10 @@ def test_outside_a_repository_extraction_goes_without_git(tmp_path: Path) -> Non
 
 def test_an_unwritable_memory_location_exits_0(repo: Path, tmp_path: Path) -> None:
     """When ``.memory`` cannot be a directory (a file is in the way), the store cannot be
-    opened nor the log written: the hook still exits 0 and prints nothing on stdout (its log
-    line goes to stderr), and the file in the way is untouched. (A read-only directory is the same failure for a non-root user;
-    the tests run as root, which ignores permissions.)"""
+    opened nor the log written: the hook still exits 0 and prints nothing on stdout (its
+    log line goes to stderr), and the file in the way is untouched. (A read-only directory
+    is the same failure for a non-root user; the tests run as root, which ignores
+    permissions.)"""
     (repo / ".memory").write_text("in the way")
     done = stop(repo, transcript(tmp_path))
     assert (done.returncode, done.stdout) == (0, "")

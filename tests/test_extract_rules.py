@@ -50,12 +50,15 @@ def test_rules_find_each_kind() -> None:
 
 def test_questions_small_talk_code_and_tool_output_give_nothing() -> None:
     """Questions, greetings, code blocks and tool turns are not statements to remember."""
-    assert _extract(
-        ("user", "Should we always use tabs?"),
-        ("assistant", "Hi! How are you doing today, friend."),
-        ("assistant", "```\n# never do this\nrm -rf /\n```"),
-        ("tool", "error: you must never see this line"),
-    ) == []
+    assert (
+        _extract(
+            ("user", "Should we always use tabs?"),
+            ("assistant", "Hi! How are you doing today, friend."),
+            ("assistant", "```\n# never do this\nrm -rf /\n```"),
+            ("tool", "error: you must never see this line"),
+        )
+        == []
+    )
 
 
 def test_rule_extractor_is_deterministic_and_deduplicates() -> None:
@@ -74,9 +77,15 @@ def test_rule_extractor_refuses_other_inputs() -> None:
 
 @pytest.mark.parametrize(
     ("alias", "name"),
-    [("derives", "derived_from"), ("contradict", "contradicts"), ("related", "relates_to"),
-     ("example", "exemplifies"), ("refine", "refines"), ("source", "source_of"),
-     ("Relates_To", "relates_to")],
+    [
+        ("derives", "derived_from"),
+        ("contradict", "contradicts"),
+        ("related", "relates_to"),
+        ("example", "exemplifies"),
+        ("refine", "refines"),
+        ("source", "source_of"),
+        ("Relates_To", "relates_to"),
+    ],
 )
 def test_relation_aliases_are_normalised(alias: str, name: str) -> None:
     """Each alias of the issue maps to its relation."""
@@ -96,8 +105,9 @@ def test_prompt_carries_context_and_turns_deterministically() -> None:
     """The prompt names the context and lists each turn as ``[role] text``."""
     source = ExtractionInput(
         [Turn("user", "Never push to main."), Turn("assistant", "OK.")],
-        ExtractionContext(project="webshop", branch="fix/x", commits=["abc fix"],
-                          changed_files=["a.py", "b.py"]),
+        ExtractionContext(
+            project="webshop", branch="fix/x", commits=["abc fix"], changed_files=["a.py", "b.py"]
+        ),
     )
     prompt = build_prompt(source)
     assert prompt == build_prompt(source)
@@ -163,7 +173,7 @@ def test_parser_reindexes_edges_and_drops_bad_ones() -> None:
     assert len(result.skipped) == 4
 
 
-@pytest.mark.parametrize("answer", ["", "no json here", "{\"x\": 1}", "[1, 2", 42])
+@pytest.mark.parametrize("answer", ["", "no json here", '{"x": 1}', "[1, 2", 42])
 def test_answers_without_candidates_raise(answer: object) -> None:
     """An empty answer, prose, an object without a candidate list, truncated JSON and a
     non-string raise ExtractionError."""
@@ -195,8 +205,25 @@ def test_candidate_maps_to_memory_with_source() -> None:
     path for an ArtifactRef, and the given source."""
     from cortexgraph.core.taxonomy import ArtifactRef, Source
 
-    memory = Candidate(type="artifact_ref", text=" File a.py ", tags=("File",),
-                       path="a.py").to_memory(Source(origin="llm", session="s"))
+    memory = Candidate(
+        type="artifact_ref", text=" File a.py ", tags=("File",), path="a.py"
+    ).to_memory(Source(origin="llm", session="s"))
     assert isinstance(memory, ArtifactRef)
     assert (memory.text, memory.tags, memory.path) == ("File a.py", ("file",), "a.py")
     assert memory.source == Source(origin="llm", session="s")
+
+
+def test_tool_call_inputs_are_not_statements() -> None:
+    """An Edit whose code says "never" in a comment is the program's text, not a rule of the
+    conversation: a rendered tool-call line yields no statement; the prose beside it does."""
+    from cortexgraph.core.extraction import ExtractionInput, RuleExtractor, Turn
+
+    text = (
+        "I will update the retry loop now.\n"
+        '[tool Edit] {"file_path": "billing/retry.py", "new_string": "# never retry a 4xx'
+        ' response, it must fail fast"}\n'
+        "We decided to cap retries at three attempts."
+    )
+    found = RuleExtractor().extract(ExtractionInput([Turn("assistant", text)]))
+    statements = [c.text for c in found if c.type != "artifact_ref"]
+    assert statements == ["We decided to cap retries at three attempts."]

@@ -643,12 +643,16 @@ _COMMAND = re.compile(rf"^(?:{_COMMAND_WORDS})(?:\s+\S+)*$")
 _INLINE = re.compile(r"`([^`\n]{2,200})`")
 _PROMPT_LINE = re.compile(r"^\s*\$\s+(.+)$", re.M)
 _MIN_WORDS = 4
+_TOOL_CALL = "[tool "
 _MAX_SENTENCE = 400
 _URL = re.compile(r"https?://\S+")
 
 
 def _sentences(text: str) -> list[str]:
-    prose = _CODE_BLOCK.sub(" ", text)
+    # a tool call is rendered as one "[tool Name] {input}" line: its input is the
+    # program's (code, a command), not a statement of the conversation
+    spoken = "\n".join(line for line in text.split("\n") if not line.startswith(_TOOL_CALL))
+    prose = _CODE_BLOCK.sub(" ", spoken)
     out = []
     for raw in _SENTENCE.split(prose):
         sentence = " ".join(_BULLET.sub("", raw).split())
@@ -698,8 +702,9 @@ class RuleExtractor:
     ==================  ===================  ===========================================
 
     A sentence that names a file links to that file's ArtifactRef (``relates_to``).
-    The same text is proposed once. Tool turns are not read: their output is the
-    program's, not a statement of the conversation.
+    The same text is proposed once. Tool turns are not read, nor the tool calls inside a
+    turn (lines ``[tool Name] {input}``, as transcripts render them): their output and
+    their input are the program's, not statements of the conversation.
 
     >>> [c.type for c in RuleExtractor().extract(ExtractionInput(
     ...     [Turn("user", "Never force-push to main. Run `make test` first.")]))]

@@ -186,21 +186,31 @@ def _surface_lines(cwd: Path) -> set[str]:
 def _recall(where: StoreLocation, prompt: str, config: PluginConfig) -> list[cg.RecallHit]:
     """Recall for ``prompt`` in one store, recording access when the store is writable."""
     embedder = config.make_embedder()
-    mode = "keyword" if embedder is None else "hybrid"
     where_not_cursor = ~cg.Q.ns("extraction")
-    try:
-        cx = cg.open(where.root, where.actor, create=False, embedder=embedder)
-    except (cg.StorageError, cg.ReadOnlyError, PermissionError):
-        cx = None  # a store this user cannot write: read it without recording access
-    if cx is not None:
-        with cx:
-            return list(
-                cx.recall(
-                    prompt, k=PROMPT_HITS, mode=mode, where=where_not_cursor, late_binding=True
+    for readonly in (False, True):
+        try:
+            try:
+                cx = cg.open(
+                    where.root, where.actor, create=False, readonly=readonly, embedder=embedder
                 )
+            except cg.ValidationError as error:
+                if error.field != "embedder" or embedder is None:
+                    raise
+                # the store's vectors come from another embedder (the next Stop re-embeds
+                # them with the configured one): keyword recall until then
+                embedder = None
+                cx = cg.open(where.root, where.actor, create=False, readonly=readonly)
+        except (cg.StorageError, cg.ReadOnlyError, PermissionError):
+            if readonly:
+                raise
+            continue  # a store this user cannot write: read it without recording access
+        mode = "keyword" if embedder is None else "hybrid"
+        with cx:
+            hits = cx.recall(
+                prompt, k=PROMPT_HITS, mode=mode, where=where_not_cursor, late_binding=not readonly
             )
-    with cg.open(where.root, where.actor, readonly=True, embedder=embedder) as ro:
-        return list(ro.recall(prompt, k=PROMPT_HITS, mode=mode, where=where_not_cursor))
+            return list(hits)
+    raise AssertionError("unreachable: the read-only attempt returns or raises")
 
 
 def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
