@@ -101,13 +101,10 @@ class Project:
 
     def stop(self, name: str, event: str = "Stop") -> subprocess.CompletedProcess[str]:
         """The extraction hook ``event`` over the recorded session ``name``."""
+        fields = {"reason": "exit"} if event == "SessionEnd" else {}
+        transcript = str(TRANSCRIPTS[name])
         return self.hook(
-            event,
-            self.payload(
-                event, session_id(name), transcript_path=str(TRANSCRIPTS[name]), reason="exit"
-            )
-            if event == "SessionEnd"
-            else self.payload(event, session_id(name), transcript_path=str(TRANSCRIPTS[name])),
+            event, self.payload(event, session_id(name), transcript_path=transcript, **fields)
         )
 
     def session_start(self, source: str = "startup") -> subprocess.CompletedProcess[str]:
@@ -261,6 +258,8 @@ def test_a_recorded_session_is_learned_surfaced_and_recalled(project: Project) -
         (record,) = learned[memory["text"]]  # once
         assert record.memory.type_name == memory["type"], memory
         assert memory["category"] in record.memory.tags, (memory, record.memory.tags)
+        assert record.memory.source is not None
+        assert record.memory.source.branch == "feature/proration"  # the git context
     before = project.state()
 
     done = project.stop("proration", "SessionEnd")
@@ -463,9 +462,12 @@ def test_outside_a_repository_every_hook_works_without_git(tmp_path: Path) -> No
     assert all(m["text"] in learned for m in expected("proration"))
     sources = [record.memory.source for (record, *_) in learned.values()]
     assert {source.branch if source else None for source in sources} == {None}
-    check_surface(context(project.session_start(), "SessionStart"), expected("proration"))
+    surface = context(project.session_start(), "SessionStart")
+    assert flat(expected("proration")[0]["text"]) in flat(surface)
     asked = project.ask("which package holds the ledger code")
-    assert "billing/ledger" in context(asked, "UserPromptSubmit") or asked.stdout == ""
+    assert asked.returncode == 0
+    if asked.stdout:
+        context(asked, "UserPromptSubmit")
     assert project.log() == []
 
 
