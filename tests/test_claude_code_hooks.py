@@ -273,3 +273,155 @@ def test_a_20_mb_transcript_is_extracted_in_bounded_time(repo: Path, tmp_path: P
     where = project_store(repo)
     with cg.open(where.root, where.actor, readonly=True) as cx:
         assert len(cx.find(cg.Q.tag("decision"), limit=10)) == 1
+
+
+# -- the surface's size and freshness, as SessionStart prints it ----------------------------
+
+REGIONS = (
+    "amsterdam",
+    "berlin",
+    "chicago",
+    "dublin",
+    "frankfurt",
+    "geneva",
+    "helsinki",
+    "istanbul",
+    "jakarta",
+    "kyoto",
+    "lisbon",
+    "madrid",
+    "nairobi",
+    "oslo",
+    "paris",
+    "quebec",
+    "riga",
+    "santiago",
+    "tokyo",
+    "utrecht",
+    "vienna",
+    "warsaw",
+    "york",
+    "zurich",
+)
+
+
+def fill(repo: Path, memories: list[cg.Memory]) -> None:
+    """Write ``memories`` straight into the project store of ``repo``."""
+    where = project_store(repo)
+    with cg.open(where.root, where.actor, create=True) as cx:
+        for memory in memories:
+            cx.write(memory)
+
+
+def start_surface(repo: Path) -> str:
+    """What SessionStart prints as additionalContext for ``repo`` (checked to be there)."""
+    done = hook(
+        "SessionStart",
+        {
+            "session_id": "s",
+            "cwd": str(repo),
+            "hook_event_name": "SessionStart",
+            "source": "startup",
+        },
+        repo,
+    )
+    assert done.returncode == 0, done.stderr
+    text: str = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
+    return text
+
+
+def test_the_surface_ceiling_counts_the_whole_printed_text(repo: Path) -> None:
+    """A store with more than the surface can hold in several categories: what
+    SessionStart prints, counted as a whole (its line breaks included), is 300-500 tokens,
+    and no category has more lines than its budget."""
+    memories: list[cg.Memory] = []
+    for i, region in enumerate(REGIONS):
+        memories.append(
+            cg.Fact(text=f"We decided {region} bills in its own currency.", tags=("decision",))
+        )
+        memories.append(
+            cg.Constraint(text=f"Turns out {region} invoices need a VAT id.", tags=("gotcha",))
+        )
+        memories.append(
+            cg.Fact(text=f"The {region} ledger lives in shard {i}.", tags=("architecture",))
+        )
+    fill(repo, memories)
+    surface = start_surface(repo)
+    assert 300 <= cg.estimate_tokens(surface) <= 500, cg.estimate_tokens(surface)
+    lines = surface.splitlines()
+    assert sum("We decided" in line for line in lines) <= 25
+    assert sum("Turns out" in line for line in lines) <= 20
+    assert sum("ledger lives in" in line for line in lines) <= 25
+
+
+def test_the_surface_overflows_into_unused_budget_to_reach_300_tokens(repo: Path) -> None:
+    """A store whose memories all fall in one category with a small line budget (context:
+    15 lines, about 250 tokens of these): high-value memories overflow into the budget the
+    other categories leave unused, so the surface still reaches 300 tokens (and stays
+    within 500)."""
+    fill(
+        repo,
+        [
+            cg.Fact(
+                text=f"The {region} office runs its billing reports every Monday at nine.",
+                tags=("context",),
+                confidence=0.95,
+                priority=9,
+            )
+            for region in REGIONS
+        ],
+    )
+    surface = start_surface(repo)
+    assert 300 <= cg.estimate_tokens(surface) <= 500, (cg.estimate_tokens(surface), surface)
+
+
+def test_a_new_memory_shows_on_the_next_surface(repo: Path, tmp_path: Path) -> None:
+    """A surface printed (and cached) at one SessionStart is not served again once a Stop
+    has learned something new: the next SessionStart carries the new memory."""
+    stop(repo, transcript(tmp_path))
+    first = start_surface(repo)
+    assert "deploy on Fridays" not in first
+    later = [
+        {
+            "type": "user",
+            "message": {"role": "user", "content": "We decided to deploy on Fridays only."},
+        }
+    ]
+    (tmp_path / "later").mkdir()
+    done = hook(
+        "Stop",
+        {
+            "session_id": "s-later",
+            "transcript_path": str(transcript(tmp_path / "later", later)),
+            "cwd": str(repo),
+            "hook_event_name": "Stop",
+        },
+        repo,
+    )
+    assert (done.returncode, log_lines(repo)) == (0, [])
+    assert "We decided to deploy on Fridays only." in start_surface(repo)
+
+
+def test_a_prompt_records_access_to_what_it_injects(repo: Path, tmp_path: Path) -> None:
+    """UserPromptSubmit journals an access of the memories it injects (recall's late
+    binding, which feeds their ranking and restores archived ones); a prompt that finds
+    nothing writes nothing."""
+    stop(repo, transcript(tmp_path))
+    where = project_store(repo)
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "cortex-memory.local.md").write_text("")  # nothing on the surface
+
+    def ask(text: str) -> subprocess.CompletedProcess[str]:
+        payload = {"session_id": "s2", "cwd": str(repo), "prompt": text}
+        return hook("UserPromptSubmit", {**payload, "hook_event_name": "UserPromptSubmit"}, repo)
+
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        before = cx.stats().seq
+    assert ask("zebra quantum marmalade").stdout == ""
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        assert cx.stats().seq == before
+    asked = ask("which database does billing use?")
+    assert "PostgreSQL" in json.loads(asked.stdout)["hookSpecificOutput"]["additionalContext"]
+    with cg.open(where.root, where.actor, readonly=True) as cx:
+        assert cx.stats().seq > before
+    assert log_lines(repo) == []
