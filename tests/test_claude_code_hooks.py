@@ -408,7 +408,6 @@ def test_a_prompt_records_access_to_what_it_injects(repo: Path, tmp_path: Path) 
     nothing writes nothing."""
     stop(repo, transcript(tmp_path))
     where = project_store(repo)
-    (repo / ".claude").mkdir()
     (repo / ".claude" / "cortex-memory.local.md").write_text("")  # nothing on the surface
 
     def ask(text: str) -> subprocess.CompletedProcess[str]:

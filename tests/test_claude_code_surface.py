@@ -57,7 +57,7 @@ def test_budgets_share_the_window_then_overflow() -> None:
     lines = (
         [
             SurfaceLine(
-                "progress", 900_000 - i, f"Progress note {i} on the billing rollout.", f"p{i:03}"
+                "progress", 590_000 - i, f"Progress note {i} on the billing rollout.", f"p{i:03}"
             )
             for i in range(100)
         ]
@@ -82,14 +82,21 @@ def test_budgets_share_the_window_then_overflow() -> None:
 
 
 def test_overflow_fills_unused_budget() -> None:
-    """One category alone: after its share it overflows into the unused window, up to its
-    own line budget (25 decision lines), and never past 500 tokens."""
-    lines = [
+    """One category alone: after its share it overflows into the unused window. Ordinary
+    lines stop at its own line budget (25 decision lines); high-value lines borrow the
+    lines the other categories leave unused, up to 500 tokens."""
+    ordinary = [
+        SurfaceLine("decision", 590_000 - i, f"Decision {i} on billing.", f"d{i:03}")
+        for i in range(60)
+    ]
+    assert len(lines_by_category(compose_surface(ordinary))["decision"]) == 25
+    valuable = [
         SurfaceLine("decision", 900_000 - i, f"Decision {i} on billing.", f"d{i:03}")
         for i in range(60)
     ]
-    groups = lines_by_category(compose_surface(lines))
-    assert len(groups["decision"]) == CATEGORIES["decision"].budget
+    surface = compose_surface(valuable)
+    assert len(lines_by_category(surface)["decision"]) > 25
+    assert 450 < tokens(surface) <= 500
     long_lines = [
         SurfaceLine("context", 900_000 - i, "word " * 50 + str(i), f"c{i:03}") for i in range(60)
     ]

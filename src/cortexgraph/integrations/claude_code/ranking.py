@@ -21,9 +21,10 @@ store holds that much), in two passes:
 1. each category gets a share of the window proportional to its line budget (architecture
    25 of 220 lines -> about 57 tokens of 500) and takes its best lines within that share
    and its line budget;
-2. what is left of the window goes to the best remaining lines of any category (the seed's
-   "high-value memories may overflow into unused budget"), still within each category's
-   line budget.
+2. what is left of the window goes to the best remaining lines of any category, within
+   its line budget; a high-value line (rank at least :data:`HIGH_VALUE`) may go past its
+   category's budget into the lines the other categories leave unused (the seed's
+   "high-value memories may overflow into unused budget").
 
 The same lines give the same bytes. Lines are grouped by category in the categories' order,
 best first within each.
@@ -48,6 +49,7 @@ from ...core.salience import HUB_ACCESS_COUNT, HUB_CENTRALITY
 from .categories import CATEGORIES
 
 __all__ = [
+    "HIGH_VALUE",
     "LINE_CHARS",
     "SEED_PROFILE",
     "SURFACE_TITLE",
@@ -68,6 +70,9 @@ SURFACE_TOKENS = 500
 SURFACE_TITLE = "# Memory from earlier sessions"
 #: a memory's line is cut to this many characters (a long memory must not eat the window)
 LINE_CHARS = 280
+#: the rank (ppm) from which a line may go past its category's line budget, into the lines
+#: the other categories leave unused (0.6: e.g. confidence 0.9 and priority 8)
+HIGH_VALUE = 600_000
 
 
 class RankingProfile(NamedTuple):
@@ -226,8 +231,11 @@ def compose_surface(
         for item in candidates[len(chosen[category]) :]
     ]
     for item, category in sorted(rest, key=lambda pair: (-pair[0][0], pair[0][1])):
-        if len(chosen[category]) >= CATEGORIES[category].budget:
-            continue
+        lines_used = sum(len(items) for items in chosen.values())
+        if len(chosen[category]) >= CATEGORIES[category].budget and (
+            item[0] < HIGH_VALUE or lines_used >= total_lines
+        ):
+            continue  # only a high-value line borrows the lines other categories left
         price = cost(category, item[2])
         if used + price > max_tokens:
             continue
