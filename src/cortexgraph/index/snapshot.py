@@ -29,16 +29,16 @@ File (``<store>/columns.snapshot``)::
 
 Invariants:
 
-- S1 a file is used only when its checksum, magic and format match, its identity is the
+- CS1 a file is used only when its checksum, magic and format match, its identity is the
   store's, the journal holds an entry at its seq whose BLAKE3 is the recorded one, its
   seq is at most the store's and at most :func:`catch_up_limit` entries behind it, and
   its content is well formed (lengths, codes in range, ids strictly increasing). Then
   loading it and catching up gives the table a build at its seq followed by the same
   catch-up gives, row for row (and a build at the store's seq, memory for memory).
-- S2 a file is written whole under a temporary name unique to the process and thread,
+- CS2 a file is written whole under a temporary name unique to the process and thread,
   then renamed over the old one, so readers and other writers see the old file or the
   new one, never a mix. It is not fsynced: a file torn by a crash fails its checksum.
-- S3 only a writable handle writes it, when it closes (``Handle.save_column_snapshot``),
+- CS3 only a writable handle writes it, when it closes (``Handle.save_column_snapshot``),
   and only once the store is :data:`SNAPSHOT_EVERY` entries past the file on disk (or
   the file is unusable): a reader catches up at most about that many entries.
 """
@@ -123,7 +123,7 @@ class SnapshotFile:
 
     def load(self, txn: ReadTxn, last: int) -> TableImage | None:
         """The image in the file, when it matches the store ``txn`` sees at journal seq
-        ``last`` (S1); None otherwise (:attr:`status` says why). Never raises for what
+        ``last`` (CS1); None otherwise (:attr:`status` says why). Never raises for what
         the file holds."""
         try:
             data = self.path.read_bytes()
@@ -188,7 +188,7 @@ class SnapshotFile:
     # -- writing ---------------------------------------------------------------------------
 
     def save(self, image: TableImage, txn: ReadTxn) -> None:
-        """Write ``image`` (of the store ``txn`` sees at ``image.seq``) over the file (S2).
+        """Write ``image`` (of the store ``txn`` sees at ``image.seq``) over the file (CS2).
 
         Raises:
             OSError: the file could not be written (the old one, if any, is untouched).
@@ -223,7 +223,7 @@ class SnapshotFile:
 
 
 def _image(seq: int, count: int, body: dict[str, Any]) -> TableImage:
-    """The image a checked body holds, its content checked too (S1).
+    """The image a checked body holds, its content checked too (CS1).
 
     Raises:
         _Unusable: the content is not that of a build (lengths, codes, id order).
