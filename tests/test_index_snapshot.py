@@ -308,8 +308,8 @@ def _other_actor(body: dict[str, Any]) -> None:
     body["identity"]["actor"] = "mallory"
 
 
-def _other_entry(body: dict[str, Any]) -> None:
-    body["entry"] = bytes(32)
+def _other_root(body: dict[str, Any]) -> None:
+    body["root"] = bytes(32)
 
 
 @pytest.mark.parametrize(
@@ -327,11 +327,11 @@ def _other_entry(body: dict[str, Any]) -> None:
         (lambda p: _forge(p, _short_column), "damaged"),
         (lambda p: _forge(p, _tag_out_of_range), "damaged"),
         (lambda p: _forge(p, _other_actor), "foreign"),
-        (lambda p: _forge(p, _other_entry), "foreign"),
+        (lambda p: _forge(p, _other_root), "foreign"),
         (lambda p: p.unlink(), "missing"),
     ],
     ids=["bit-flip", "truncated", "empty", "magic", "format", "body-garbage", "ids-order",
-         "type-code", "short-column", "tag-range", "other-actor", "other-entry", "missing"],
+         "type-code", "short-column", "tag-range", "other-actor", "other-root", "missing"],
 )  # fmt: skip
 def test_an_unusable_snapshot_is_passed_over_for_a_scan(
     store: Path, damage: Any, status: str
@@ -344,13 +344,33 @@ def test_an_unusable_snapshot_is_passed_over_for_a_scan(
 
 def test_a_snapshot_of_another_store_is_foreign(store: Path, tmp_path_factory: Any) -> None:
     """A file copied from another store of the same actor (same seq, other history) is
-    refused by the journal entry it records."""
+    refused by the journal root it records."""
     other = tmp_path_factory.mktemp("other")
     with cg.open(other, "agent", sync=False) as cx, cx.batch() as batch:
         for i in range(SNAPSHOT_EVERY + 10):
             batch.write(cg.Fact(text=f"something else {i}"), at=T0 + i)
     shutil.copy(other / "agent" / SNAPSHOT_FILE, store / "agent" / SNAPSHOT_FILE)
     assert _status_and_check(store) == "foreign"
+
+
+def test_a_snapshot_of_a_diverged_history_is_foreign(tmp_path: Path) -> None:
+    """Two stores whose journals differ only before the snapshot's seq (the entry at
+    that seq is byte-identical) are told apart: the file records the root over the whole
+    journal up to its seq, not only its last entry."""
+    for name, first in (("a", "first in a"), ("b", "first in b")):
+        with cg.open(tmp_path / name, "agent", sync=False) as cx:
+            cx.write(cg.Fact(text=first), at=T0)
+            cx.write(cg.Fact(text="the same second write"), at=T0 + 1)
+            if name == "a":
+                save_now(cx)
+    with cg.open(tmp_path / "a", "agent", readonly=True) as a, cg.open(
+        tmp_path / "b", "agent", readonly=True
+    ) as b:
+        entries = [next(iter(cx.journal(since=1))) for cx in (a, b)]
+    assert entries[0] == entries[1]  # the entry at the snapshot's seq is the same
+    shutil.copy(tmp_path / "a" / "agent" / SNAPSHOT_FILE, tmp_path / "b" / "agent")
+    assert _status_and_check(tmp_path / "a") == "loaded"
+    assert _status_and_check(tmp_path / "b") == "foreign"
 
 
 def test_a_snapshot_ahead_of_the_store_is_not_served(store: Path, tmp_path_factory: Any) -> None:

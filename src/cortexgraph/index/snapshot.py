@@ -21,7 +21,7 @@ File (``<store>/columns.snapshot``)::
     BLAKE3-256 of every byte before it.
 
     body: {"identity": the store's identity record (schema, actor, hash name),
-           "entry": BLAKE3-256 of the journal entry at seq,
+           "root": the MMR root of the first seq journal entries (RFC 6962 MTH),
            "count": rows, "ids": 16 bytes a row, in id order,
            "columns": {name: little-endian array bytes} (``table.STORED_COLUMNS``),
            "tag_sets": [[tag, ...], ...], "tag_of": i4 per row,
@@ -30,7 +30,7 @@ File (``<store>/columns.snapshot``)::
 Invariants:
 
 - CS1 a file is used only when its checksum, magic and format match, its identity is the
-  store's, the journal holds an entry at its seq whose BLAKE3 is the recorded one, its
+  store's, the MMR root of the store's first seq journal entries is the recorded one, its
   seq is at most the store's and at most :func:`catch_up_limit` entries behind it, and
   its content is well formed (lengths, codes in range, ids strictly increasing). Then
   loading it and catching up gives the table a build at its seq followed by the same
@@ -56,7 +56,10 @@ import blake3
 import numpy as np
 
 from ..core.codec import decode_unchecked, encode
-from ..core.keys import ID_SIZE, seq_key
+from ..core.commitments import mmr_getter
+from ..core.keys import ID_SIZE
+from ..core.mmr import mmr_root
+from ..errors import CortexError
 from ..store.txn import ReadTxn
 from .table import CATCH_UP_LIMIT, STATUS_CODE, STORED_COLUMNS, TYPE_NAME, TableImage
 
@@ -76,7 +79,7 @@ _FILE_DTYPES = {name: np.dtype(dtype).newbyteorder("<") for name, dtype in STORE
 _TAG_DTYPE = np.dtype("<i4")
 _STATUS_CODES = {code: name for name, code in STATUS_CODE.items()}
 _BODY_KEYS = frozenset(
-    {"identity", "entry", "count", "ids", "columns", "tag_sets", "tag_of", "ns_names"}
+    {"identity", "root", "count", "ids", "columns", "tag_sets", "tag_of", "ns_names"}
 )
 
 
@@ -96,9 +99,15 @@ class _Unusable(Exception):
         self.status = status
 
 
-def _entry_digest(txn: ReadTxn, seq: int) -> bytes | None:
-    raw = txn.get("journal", seq_key(seq))
-    return None if raw is None else blake3.blake3(raw).digest()
+def _journal_root(txn: ReadTxn, hash_name: str, seq: int) -> bytes | None:
+    """The MMR root over the first ``seq`` journal entries (it commits to every one of
+    them), from the stored nodes; None when the store cannot give it."""
+    if not 1 <= seq <= txn.last_seq():
+        return None
+    try:
+        return mmr_root(hash_name, mmr_getter(txn.get), seq)
+    except CortexError:  # missing or malformed nodes: the store's problem, not ours
+        return None
 
 
 class SnapshotFile:
@@ -108,7 +117,7 @@ class SnapshotFile:
         path: the file.
         status: what the last :meth:`load` found: ``"unread"``, ``"loaded"``,
             ``"missing"``, ``"damaged"`` (checksum, format or content), ``"foreign"``
-            (another store's, or a journal that does not hold its entry), ``"stale"`` (too
+            (another store's, or another journal history up to its seq), ``"stale"`` (too
             far behind the store to catch up from) or ``"ahead"`` (past the store).
         reason: why, in words (empty when loaded).
     """
@@ -116,6 +125,7 @@ class SnapshotFile:
     def __init__(self, path: Path, identity: Mapping[str, Any]) -> None:
         self.path = path
         self.identity = dict(identity)
+        self.hash_name = str(identity.get("hash_name", "blake3"))
         self.status = "unread"
         self.reason = ""
 
@@ -172,9 +182,9 @@ class SnapshotFile:
             raise _Unusable("foreign", f"{self.path.name} belongs to {body['identity']!r}")
         if seq > last:
             raise _Unusable("ahead", f"{self.path.name} is at seq {seq}, the store at {last}")
-        if seq < 1 or _entry_digest(txn, seq) != body["entry"]:
+        if _journal_root(txn, self.hash_name, seq) != body["root"]:
             raise _Unusable(
-                "foreign", f"{self.path.name}: the journal entry at seq {seq} is not its own"
+                "foreign", f"{self.path.name}: the journal's first {seq} entries are not its own"
             )
         count = body["count"]
         if type(count) is not int or count < 0:
@@ -193,12 +203,12 @@ class SnapshotFile:
         Raises:
             OSError: the file could not be written (the old one, if any, is untouched).
         """
-        entry = _entry_digest(txn, image.seq)
-        if entry is None:  # the caller's transaction is at image.seq: a bug, not the disk
-            raise AssertionError(f"the journal has no entry at seq {image.seq}")
+        root = _journal_root(txn, self.hash_name, image.seq)
+        if root is None:
+            return  # no journal to vouch for the image (or a damaged MMR): nothing to save
         body = {
             "identity": self.identity,
-            "entry": entry,
+            "root": root,
             "count": len(image.ids) // ID_SIZE,
             "ids": image.ids,
             "columns": {
