@@ -477,3 +477,46 @@ def test_the_file_holds_little_endian_arrays_of_the_stored_columns(store: Path) 
     assert rows == SNAPSHOT_EVERY + 10
     at = np.frombuffer(body["columns"]["at"], dtype="<i8")
     assert len(at) == rows and sorted(at.tolist()) == [T0 + i for i in range(rows)]
+
+
+def test_concurrent_writers_and_readers_see_whole_files(store: Path) -> None:
+    """Two writers replacing the file with images at two seqs while a reader loads it
+    over and over: every load finds a whole file (one of the two images, caught up to
+    the same table), never a torn one, and no temporary file is left."""
+    import threading
+
+    with cg.open(store, "agent", sync=False) as cx:
+        older = cx._handle.column_index()
+        with cx._env.read() as txn:
+            older.refresh(txn)
+            old_image = older.export()
+        fill(cx, 10, start=5000)
+        path = store / "agent" / SNAPSHOT_FILE
+        snapshot = cx._handle.snapshot_file()
+        expected = memory_state(built(cx))
+        errors: list[BaseException] = []
+        statuses: list[str] = []
+
+        def write(image: Any) -> None:
+            try:
+                for _ in range(100):
+                    with cx._env.read() as txn:
+                        snapshot.save(image, txn)
+            except BaseException as exc:  # reported by the main thread
+                errors.append(exc)
+
+        with cx._handle.indexed_read() as (_, index, _):
+            new_image = index.export()
+        images = (old_image, new_image)
+        writers = [threading.Thread(target=write, args=(image,)) for image in images]
+        for thread in writers:
+            thread.start()
+        while any(thread.is_alive() for thread in writers) or not statuses:
+            index = loaded(cx)
+            statuses.append(index.snapshot.status)  # type: ignore[attr-defined]
+            assert memory_state(index) == expected
+        for thread in writers:
+            thread.join()
+    assert not errors
+    assert set(statuses) == {"loaded"} and len(statuses) > 10
+    assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
