@@ -520,3 +520,18 @@ def test_concurrent_writers_and_readers_see_whole_files(store: Path) -> None:
     assert not errors
     assert set(statuses) == {"loaded"} and len(statuses) > 10
     assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_writable_handle_that_found_the_file_unusable_replaces_it(store: Path) -> None:
+    """A file whose header is whole but whose body is damaged claims to be current; a
+    writable handle whose read found it unusable rewrites it on close all the same,
+    while one that never read leaves it (it cannot know without reading it)."""
+    path = store / "agent" / SNAPSHOT_FILE
+    path.write_bytes(_flip(path.read_bytes(), 5000))
+    with cg.open(store, "agent", sync=False):
+        pass  # no read: the header says the file is current
+    assert _status_and_check(store) == "damaged"
+    with cg.open(store, "agent", sync=False) as cx:
+        cx.find(cg.Q.type(cg.Fact), limit=1)
+        assert cx._column_index().snapshot.status == "damaged"  # type: ignore[attr-defined]
+    assert _status_and_check(store) == "loaded"
