@@ -65,6 +65,9 @@ from .table import CATCH_UP_LIMIT, STATUS_CODE, STORED_COLUMNS, TYPE_NAME, Table
 
 __all__ = ["FORMAT", "SNAPSHOT_EVERY", "SNAPSHOT_FILE", "SnapshotFile", "catch_up_limit"]
 
+#: the layout and meaning of the file: bump it whenever the file's layout changes or a
+#: build computes any stored column, tag set or namespace differently, so that files
+#: written by another version are passed over rather than served
 FORMAT = 1
 SNAPSHOT_FILE = "columns.snapshot"
 #: a writable handle rewrites the file on close once the store is this many journal
