@@ -241,6 +241,7 @@ class Cortex:
         try:
             if vectors is not None and not self._handle.env.closed:
                 vectors.save()
+            h.save_column_snapshot()  # derived, written only every SNAPSHOT_EVERY entries
         except OSError as exc:  # the index is derived: the next open rebuilds what is lost
             failed = exc
         finally:

@@ -23,6 +23,7 @@ from .core.uri import MemoryURI
 from .embed import Embedder, HashEmbedder, embedder_for
 from .errors import CorruptionError, NotFoundError, URIError, ValidationError
 from .index import ColumnIndex
+from .index.snapshot import SNAPSHOT_EVERY, SNAPSHOT_FILE, SnapshotFile
 from .reading import BareId, MemoryRef
 from .store.env import Environment
 from .store.txn import ReadTxn, WriteTxn
@@ -207,12 +208,50 @@ class Handle:
         return IndexedRead(self)
 
     def column_index(self) -> ColumnIndex:
-        """The handle's column index (created empty on first use; reads refresh it)."""
+        """The handle's column index (created empty on first use; reads refresh it, the
+        first from the store's column snapshot when one matches)."""
         with self._index_lock:
             index = self._columns
             if index is None:
-                index = self._columns = ColumnIndex()
+                index = self._columns = ColumnIndex(self.snapshot_file())
             return index
+
+    def snapshot_file(self) -> SnapshotFile:
+        """The store's column snapshot file (``index.snapshot``)."""
+        return SnapshotFile(self.path / SNAPSHOT_FILE, self.env.identity_meta)
+
+    def save_column_snapshot(self) -> bool:
+        """Write the column snapshot if this handle may write and the store moved at
+        least :data:`~cortexgraph.index.snapshot.SNAPSHOT_EVERY` journal entries past
+        the file on disk (or the file is missing, unusable or ahead of the store); the
+        close of a writable handle calls it. Returns whether it wrote.
+
+        Costs a catch-up of the handle's column index (or, if no read built one, a load
+        of the old snapshot and its catch-up, or a build) and a file of about 110 bytes
+        a memory; a failure to write is ignored: the file is an optimisation only.
+        """
+        if self.readonly or self.env.closed:
+            return False
+        with self.reading() as txn:
+            last = txn.last_seq()
+        index = self._columns
+        snapshot = index.snapshot if index is not None else None
+        unusable = isinstance(snapshot, SnapshotFile) and snapshot.status not in (
+            "loaded",
+            "unread",
+            "missing",
+        )
+        on_disk = self.snapshot_file().seq_on_disk()
+        behind = last - (on_disk or 0)
+        if last < SNAPSHOT_EVERY or (not unusable and 0 <= behind < SNAPSHOT_EVERY):
+            return False
+        with self.indexed_read() as (txn, index, _):
+            image = index.export()
+            try:
+                self.snapshot_file().save(image, txn)
+            except OSError:
+                return False
+        return True
 
     @property
     def embedder(self) -> Embedder:

@@ -29,7 +29,7 @@ from .keyword import Keywords
 from .memo import Memos
 from .order import Orders
 from .score import Scores
-from .table import Rows, Table
+from .table import Rows, SnapshotSource, Table
 
 __all__ = ["ColumnIndex"]
 
@@ -38,8 +38,8 @@ class ColumnIndex(Table):
     """Columns and posting lists over every memory, for one open handle, with filters,
     scores, orders and walks, keyword statistics and per-row memos over them."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, snapshot: SnapshotSource | None = None) -> None:
+        super().__init__(snapshot)
         self.filters = Filter(self)
         self.scores = Scores(self)
         self.orders = Orders(self, self.filters, self.scores)

@@ -17,7 +17,10 @@ Invariants:
   table's small rows (``core.signals``), never from memory bodies, and caught up from the
   journal by seq (only the memories the new entries touched are re-read), so after
   :meth:`Table.advance` it answers for the committed state of the read transaction it
-  was given. It is never written to disk.
+  was given. The table writes nothing; its first build may instead load the image of a
+  build at an earlier seq from a :class:`SnapshotSource` (``index.snapshot`` checks that
+  it matches the store) and catch up from there, which gives the same table as a build
+  at that seq followed by the same catch-up.
 - Between two builds a row always names the same memory and rows are only appended; a
   build numbers them afresh (``builds`` counts builds).
 - Rows below ``sorted_rows`` are in id order (a build loads them so).
@@ -29,14 +32,14 @@ Invariants:
 from __future__ import annotations
 
 import threading
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from ..core.codec import decode_unchecked
 from ..core.journal import head_ids
-from ..core.keys import seq_key
+from ..core.keys import ID_SIZE, seq_key
 from ..core.postings import FORWARD, read_forward
 from ..core.salience import round_ppm
 from ..core.signals import (
@@ -58,14 +61,18 @@ from .ppm import PRIORITY_PPM, ppm
 
 __all__ = [
     "ACTIVE",
+    "CATCH_UP_LIMIT",
     "STATUS_CODE",
+    "STORED_COLUMNS",
     "TYPE_CODE",
     "TYPE_COUNT",
     "TYPE_NAME",
     "Change",
     "PostingKey",
     "Rows",
+    "SnapshotSource",
     "Table",
+    "TableImage",
     "type_name",
 ]
 
@@ -81,7 +88,7 @@ STATUS_CODE = {name: code for code, name in enumerate(MEMORY_STATUSES, start=1)}
 ACTIVE = STATUS_CODE["active"]
 
 #: a catch-up longer than this many entries rebuilds from a scan instead
-_CATCH_UP_LIMIT = 20_000
+CATCH_UP_LIMIT = 20_000
 
 _COLUMNS: dict[str, Any] = {
     "type": np.uint8,
@@ -104,6 +111,12 @@ _COLUMNS: dict[str, Any] = {
 
 #: the columns copied from the attributes rows (the rest: access, in-degree, id key, ...)
 _ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "updated", "ns")
+#: the columns a build reads from the other rows of a memory (counters, forward posting)
+_SIGNAL_COLUMNS = ("access", "indeg", "dlen")
+#: the columns a :class:`TableImage` holds; a build derives the others from these and the
+#: ids (``conf_ppm``, ``prio_ppm``, ``idkey``, ``idlo``) or starts them at 0 (``gen``)
+STORED_COLUMNS = {name: _COLUMNS[name] for name in (*_ATTR_COLUMNS, *_SIGNAL_COLUMNS)}
+_STATUS_NAME = {code: name for name, code in STATUS_CODE.items()}
 
 
 def type_name(code: int) -> str:
@@ -129,6 +142,32 @@ class Change(NamedTuple):
     heads: tuple[tuple[int, int, dict[str, int] | None], ...]
 
 
+class TableImage(NamedTuple):
+    """What a build numbers its rows from (rows in id order): what a snapshot holds."""
+
+    #: the journal seq the image reflects
+    seq: int
+    #: the ids of the rows, 16 bytes each, in row (= id) order
+    ids: bytes
+    #: the :data:`STORED_COLUMNS`, one entry per row
+    columns: dict[str, npt.NDArray[Any]]
+    #: the distinct tag tuples, numbered in order of their first row
+    tag_sets: tuple[tuple[str, ...], ...]
+    #: per row, its tag tuple's number
+    tag_of: Rows
+    #: the namespaces, numbered (the ``ns`` column) in order of their first row
+    ns_names: tuple[str, ...]
+
+
+class SnapshotSource(Protocol):
+    """Where a table's first build can come from instead of a scan (``index.snapshot``)."""
+
+    def load(self, txn: ReadTxn, last: int) -> TableImage | None:
+        """An image of the store ``txn`` sees, at a seq at most ``last`` and close
+        enough to it to catch up from; None when there is none that matches."""
+        ...
+
+
 class Table:
     """Columns and posting lists over every memory, for one open handle.
 
@@ -136,8 +175,10 @@ class Table:
     computes something lazily publishes it under this lock.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, snapshot: SnapshotSource | None = None) -> None:
         self.lock = threading.Lock()
+        #: where the first build may load an image from (then catch up) instead of a scan
+        self.snapshot = snapshot
         self.seq = -1  # the journal seq the columns reflect; -1: not built
         #: how many times the rows were numbered afresh (a build); between two builds a
         #: row always names the same memory and rows are only appended
@@ -186,15 +227,26 @@ class Table:
         collector runs on what it keeps).
         """
         scale = (self.max_access, self.max_indeg, self.weights)
-        rebuilt = self.seq < 0 or last < self.seq or last - self.seq > _CATCH_UP_LIMIT
+        rebuilt = self.seq < 0 or last < self.seq or last - self.seq > CATCH_UP_LIMIT
         moved: tuple[tuple[int, int, dict[str, int] | None], ...] = ()
         if rebuilt:
-            self._build(txn)
-            self.built_at = last
+            image = None
+            if self.seq < 0 and self.snapshot is not None:
+                image = self.snapshot.load(txn, last)
+            if image is None:
+                self._build(txn)
+                self.built_at = last
+            else:
+                # the image is the build at its seq; the entries since are caught up
+                # (rebuilt: the parts drop everything, so what moved is not reported)
+                self._fill(image)
+                self.built_at = image.seq
+                if image.seq < last:
+                    self._catch_up(txn, image.seq, last, False)
             self.builds += 1
             touched: list[int] = []
         else:
-            touched, moved = self._catch_up(txn, last, heads)
+            touched, moved = self._catch_up(txn, self.seq, last, heads)
         self.max_access = max_access(txn)
         self.max_indeg = max_in_degree(txn)
         self.weights = read_weights(txn)
@@ -211,27 +263,21 @@ class Table:
         """Load every attributes row: the state ``_set_attrs`` would leave, row by row.
 
         Built in bulk (Python lists, then one array per column, and posting lists made
-        sets at the end) because numpy scalar stores cost about as much as decoding a row.
+        from the columns at the end, by :meth:`_fill`) because numpy scalar stores cost
+        about as much as decoding a row.
         """
-        self._clear()
-        ids, row_of, tags_of = self.ids, self.row_of, self.tags
-        ns_code, ns_names = self.ns_code, self.ns_names
+        ids: list[bytes] = []
+        tag_sets: dict[tuple[str, ...], int] = {}
+        tag_of: list[int] = []
+        ns_codes: dict[str, int] = {}
         values: dict[str, list[Any]] = {name: [] for name in _ATTR_COLUMNS}
         types, statuses, pinned, priorities, confidences, ats, updates, nss = (
             values[name] for name in _ATTR_COLUMNS
         )
-        postings: dict[PostingKey, list[int]] = {}
         for key, value in txn.iter_items("salience", ATTRS):
-            memory_id = bytes(key[1:])
             attrs = AttrsRow.decode(value)
-            new = len(ids)
-            ids.append(memory_id)
-            row_of[memory_id] = new
-            tags_of.append(attrs.tags)
-            code = ns_code.get(attrs.ns)
-            if code is None:
-                code = ns_code[attrs.ns] = len(ns_names)
-                ns_names.append(attrs.ns)
+            ids.append(bytes(key[1:]))
+            tag_of.append(tag_sets.setdefault(attrs.tags, len(tag_sets)))
             types.append(TYPE_CODE[attrs.type_name])
             statuses.append(STATUS_CODE[attrs.status])
             pinned.append(attrs.pinned)
@@ -239,30 +285,15 @@ class Table:
             confidences.append(attrs.confidence)
             ats.append(attrs.at)
             updates.append(attrs.updated_at)
-            nss.append(code)
-            postings.setdefault(("type", attrs.type_name), []).append(new)
-            for tag in attrs.tags:
-                postings.setdefault(("tag", tag), []).append(new)
-            if attrs.status != "active":
-                postings.setdefault(("status", attrs.status), []).append(new)
+            nss.append(ns_codes.setdefault(attrs.ns, len(ns_codes)))
         count = len(ids)
-        capacity = len(self.cols["type"])
-        while capacity < count:  # the capacity _set_attrs would have doubled to
-            capacity *= 2
-        cols = self.cols = {
-            name: np.zeros(capacity, dtype=dtype) for name, dtype in _COLUMNS.items()
-        }
-        for name in _ATTR_COLUMNS:
-            cols[name][:count] = np.asarray(values[name], dtype=_COLUMNS[name])
-        self.derive_factors(count)
-        heads = b"".join(memory_id[:8] for memory_id in ids)
-        cols["idkey"][:count] = np.frombuffer(heads, dtype=">u8")
-        tails = b"".join(memory_id[8:] for memory_id in ids)
-        cols["idlo"][:count] = np.frombuffer(tails, dtype=">u8")
-        # rows come in id order (the attributes rows' key order): up to here, a row can
-        # be found from its id by a binary search (``keyword.Keywords``)
-        self.sorted_rows = count
-        self.postings = {key: set(rows) for key, rows in postings.items()}
+        columns = {name: np.asarray(values[name], dtype=_COLUMNS[name]) for name in _ATTR_COLUMNS}
+        for name in _SIGNAL_COLUMNS:  # read below, once the rows are numbered
+            columns[name] = np.zeros(count, dtype=_COLUMNS[name])
+        # rows come in id order (the attributes rows' key order)
+        tags = np.asarray(tag_of, dtype=np.int64)
+        image = TableImage(-1, b"".join(ids), columns, tuple(tag_sets), tags, tuple(ns_codes))
+        self._fill(image, ids)
         for prefix, column in ((ACCESS, self.cols["access"]), (DEGREE, self.cols["indeg"])):
             for key, value in txn.iter_items("salience", prefix):
                 row = self.row_of.get(bytes(key[1:]))
@@ -279,6 +310,87 @@ class Table:
                 raise CorruptionError("the keyword index holds a memory without attributes")
             dlen[row] = int.from_bytes(value[1:5], "big")
 
+    def _fill(self, image: TableImage, ids: list[bytes] | None = None) -> None:
+        """Number the rows of ``image`` (rows in id order) afresh: the ids and their map,
+        the columns, the tags, the namespaces and every posting list, as a build leaves
+        them. ``ids``: the ids already split (else split from ``image.ids``)."""
+        self._clear()
+        blob = image.ids
+        count = len(blob) // ID_SIZE
+        if ids is None:
+            ids = [blob[start : start + ID_SIZE] for start in range(0, len(blob), ID_SIZE)]
+        self.ids = ids
+        self.row_of = dict(zip(ids, range(count), strict=True))
+        tag_sets = image.tag_sets
+        self.tags = [tag_sets[index] for index in image.tag_of.tolist()]
+        self.ns_names = list(image.ns_names)
+        self.ns_code = {name: code for code, name in enumerate(self.ns_names)}
+        capacity = len(self.cols["type"])
+        while capacity < count:  # the capacity _set_attrs would have doubled to
+            capacity *= 2
+        cols = self.cols = {
+            name: np.zeros(capacity, dtype=dtype) for name, dtype in _COLUMNS.items()
+        }
+        for name in STORED_COLUMNS:
+            cols[name][:count] = image.columns[name]
+        self.derive_factors(count)
+        cols["idkey"][:count] = np.frombuffer(blob, dtype=">u8")[0::2]
+        cols["idlo"][:count] = np.frombuffer(blob, dtype=">u8")[1::2]
+        # up to here, a row can be found from its id by a binary search (``keyword``)
+        self.sorted_rows = count
+        postings = self.postings
+        for kind, column, names in (
+            ("type", cols["type"][:count], TYPE_NAME),
+            ("status", cols["status"][:count], _STATUS_NAME),
+        ):
+            # (bincount, not np.unique: that imports numpy.ma, 13 ms, on first use)
+            for code in np.flatnonzero(np.bincount(column)).tolist():
+                if kind == "type" or code != ACTIVE:
+                    postings[kind, names[code]] = set(np.flatnonzero(column == code).tolist())
+        if count:
+            order = np.argsort(image.tag_of, kind="stable")
+            bounds = np.searchsorted(image.tag_of[order], np.arange(len(tag_sets) + 1)).tolist()
+            parts: dict[str, list[Rows]] = {}
+            for index, tags in enumerate(tag_sets):
+                if tags and bounds[index] < bounds[index + 1]:
+                    rows = order[bounds[index] : bounds[index + 1]]
+                    for tag in tags:
+                        parts.setdefault(tag, []).append(rows)
+            for tag, chunks in parts.items():
+                postings["tag", tag] = set(np.concatenate(chunks).tolist())
+
+    def export(self) -> TableImage:
+        """The table as a build at :attr:`seq` would number it (rows in id order; what
+        a snapshot holds): loading it with :meth:`_fill` gives that build, row for row.
+
+        The rows are sorted by id, the namespaces numbered by first row and the tag sets
+        by first row, as a build numbers them. Call it under :attr:`lock`.
+        """
+        count = len(self.ids)
+        cols = self.cols
+        order = np.lexsort((cols["idlo"][:count], cols["idkey"][:count]))
+        blob = np.frombuffer(b"".join(self.ids), dtype=np.uint8).reshape(count, ID_SIZE)
+        columns = {name: cols[name][:count][order] for name in STORED_COLUMNS}
+        # namespaces: numbered in the order their first row comes (a fancy assignment
+        # keeps the last write, so writing the rows backwards leaves each code's first)
+        first = np.full(len(self.ns_names), count, dtype=np.int64)
+        first[columns["ns"][::-1]] = np.arange(count - 1, -1, -1, dtype=np.int64)
+        renumbered = np.argsort(first, kind="stable")[: int((first < count).sum())]
+        code_map = np.zeros(len(self.ns_names), dtype=np.int32)
+        code_map[renumbered] = np.arange(len(renumbered), dtype=np.int32)
+        columns["ns"] = code_map[columns["ns"]]
+        tag_sets: dict[tuple[str, ...], int] = {}
+        tags = self.tags
+        tag_of = [tag_sets.setdefault(tags[row], len(tag_sets)) for row in order.tolist()]
+        return TableImage(
+            self.seq,
+            blob[order].tobytes(),
+            columns,
+            tuple(tag_sets),
+            np.asarray(tag_of, dtype=np.int64),
+            tuple(self.ns_names[code] for code in renumbered.tolist()),
+        )
+
     def derive_factors(self, count: int) -> None:
         """The confidence and priority factor columns of the first ``count`` rows, from
         their confidence and priority columns."""
@@ -287,16 +399,16 @@ class Table:
         cols["prio_ppm"][:count] = PRIORITY_PPM[cols["priority"][:count]]
 
     def _catch_up(
-        self, txn: ReadTxn, last: int, report: bool
+        self, txn: ReadTxn, since: int, last: int, report: bool
     ) -> tuple[list[int], tuple[tuple[int, int, dict[str, int] | None], ...]]:
-        """Re-read the memories the journal entries after ``self.seq`` touched; returns
-        their rows, and (if ``report``) per memory whose head changed its row, seq and
-        forward posting."""
+        """Re-read the memories the journal entries after ``since`` (up to ``last``)
+        touched; returns their rows, and (if ``report``) per memory whose head changed its
+        row, seq and forward posting."""
         touched: dict[bytes, None] = {}
         heads: dict[bytes, int] = {}
         with txn.cursor("journal") as cur:
-            if not cur.set_range(seq_key(self.seq + 1)):
-                raise CorruptionError(f"the journal lost entries after seq {self.seq}")
+            if not cur.set_range(seq_key(since + 1)):
+                raise CorruptionError(f"the journal lost entries after seq {since}")
             for _, value in cur:
                 entry = decode_unchecked(bytes(value), what="a journal entry")
                 op = entry["op"]
