@@ -11,9 +11,9 @@ decision, gotcha or context) is written once; then ``cortexgraph hook UserPrompt
 afresh: there is no surface cache yet) each run ``--runs`` times as a fresh interpreter
 with the event's JSON on stdin, and the wall time from spawning to exit is reported,
 interpreter start-up included. A bare ``python -c pass`` is the floor. Writing the store
-leaves a column snapshot beside it (its close writes one, as the Stop hook's does); a last
-case times the prompt hook again with the snapshot removed, so that each process scans
-the store to build its column index. Targets: the prompt hook p95 <= 200 ms at 10,000
+leaves a column snapshot beside it (the writer reads, then closes, as the Stop hook does);
+a last case times the prompt hook again with the snapshot removed, so that each process
+scans the store to build its column index. Targets: the prompt hook p95 <= 200 ms at 10,000
 memories; SessionStart with a cached surface p95 <= 150 ms. Nothing here fails on timing.
 
 The children read bytecode from a private cache that one warm-up run per command fills
@@ -69,13 +69,17 @@ NO_SNAPSHOT = "UserPromptSubmit, no column snapshot"
 
 
 def build(project: Path, n: int) -> None:
-    """A project store of ``n`` memories under ``project/.memory``."""
+    """A project store of ``n`` memories under ``project/.memory``, written and then
+    read by one handle, as the Stop hook writes what it extracted and reads (its cursor,
+    the surface): so its close leaves the column snapshot that hook's close leaves."""
     rng = random.Random(1)
-    with cg.open(project / ".memory", "project", sync=False) as cx, cx.batch() as batch:
-        for i in range(n):
-            text = " ".join(rng.choice(WORDS) for _ in range(10)) + f" note {i}"
-            tag = rng.choice(["decision", "gotcha", "context"])
-            batch.write(cg.Fact(text=text, tags=(tag,)), at=1_700_000_000_000 + i)
+    with cg.open(project / ".memory", "project", sync=False) as cx:
+        with cx.batch() as batch:
+            for i in range(n):
+                text = " ".join(rng.choice(WORDS) for _ in range(10)) + f" note {i}"
+                tag = rng.choice(["decision", "gotcha", "context"])
+                batch.write(cg.Fact(text=text, tags=(tag,)), at=1_700_000_000_000 + i)
+        cx.find(cg.Q.tag("decision"), limit=25)
 
 
 def wall_ms(

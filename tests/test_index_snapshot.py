@@ -104,10 +104,11 @@ def save_now(cx: cg.Cortex) -> None:
         cx._handle.snapshot_file().save(index.export(), txn)
 
 
-def fill(cx: cg.Cortex, count: int, *, start: int = 0) -> list[cg.MemoryURI]:
-    """``count`` tagged Facts in two namespaces, one batch."""
+def fill(cx: cg.Cortex, count: int, *, start: int = 0, read: bool = True) -> list[cg.MemoryURI]:
+    """``count`` tagged Facts in two namespaces, one batch; then (``read``) a find, so
+    the handle has a column index (only such a handle writes the snapshot on close)."""
     with cx.batch() as batch:
-        return [
+        uris = [
             batch.write(
                 cg.Fact(text=f"{WORDS[i % 8]} {WORDS[i * 3 % 8]} note {i}", tags=(WORDS[i % 3],)),
                 ns="default" if i % 4 else "other",
@@ -115,6 +116,9 @@ def fill(cx: cg.Cortex, count: int, *, start: int = 0) -> list[cg.MemoryURI]:
             )
             for i in range(start, start + count)
         ]
+    if read:
+        cx.find(cg.Q.type(cg.Fact), limit=1)
+    return uris
 
 
 # ---------------------------------------------------------------------------
@@ -346,9 +350,11 @@ def test_a_snapshot_of_another_store_is_foreign(store: Path, tmp_path_factory: A
     """A file copied from another store of the same actor (same seq, other history) is
     refused by the journal root it records."""
     other = tmp_path_factory.mktemp("other")
-    with cg.open(other, "agent", sync=False) as cx, cx.batch() as batch:
-        for i in range(SNAPSHOT_EVERY + 10):
-            batch.write(cg.Fact(text=f"something else {i}"), at=T0 + i)
+    with cg.open(other, "agent", sync=False) as cx:
+        with cx.batch() as batch:
+            for i in range(SNAPSHOT_EVERY + 10):
+                batch.write(cg.Fact(text=f"something else {i}"), at=T0 + i)
+        cx.find(cg.Q.type(cg.Fact), limit=1)
     shutil.copy(other / "agent" / SNAPSHOT_FILE, store / "agent" / SNAPSHOT_FILE)
     assert _status_and_check(store) == "foreign"
 
@@ -375,8 +381,8 @@ def test_a_snapshot_of_a_diverged_history_is_foreign(tmp_path: Path) -> None:
 
 def test_a_snapshot_ahead_of_the_store_is_not_served(store: Path, tmp_path_factory: Any) -> None:
     """A store restored from a copy older than its snapshot (the file is at a seq the
-    journal does not reach) builds from a scan, and its next writable close replaces
-    the file."""
+    journal does not reach) builds from a scan, and the next writable handle that reads
+    replaces the file on close."""
     older = tmp_path_factory.mktemp("older")
     shutil.copytree(store / "agent", older / "agent")
     with cg.open(store, "agent", sync=False) as cx:
@@ -384,6 +390,8 @@ def test_a_snapshot_ahead_of_the_store_is_not_served(store: Path, tmp_path_facto
     shutil.copy(store / "agent" / SNAPSHOT_FILE, older / "agent" / SNAPSHOT_FILE)
     assert _status_and_check(older) == "ahead"
     with cg.open(older, "agent", sync=False) as cx:
+        assert not cx._handle.save_column_snapshot()  # no read yet: no index to save
+        cx.find(cg.Q.type(cg.Fact), limit=1)
         with cx._env.read() as txn:
             last = txn.last_seq()
         assert cx._handle.save_column_snapshot()
@@ -429,8 +437,8 @@ def test_a_small_store_gets_no_snapshot(tmp_path: Path) -> None:
 def test_a_writable_close_rewrites_the_snapshot_every_snapshot_every_entries(
     store: Path,
 ) -> None:
-    """The file moves on only once the store is SNAPSHOT_EVERY entries past it, also
-    when the closing handle never read (it loads the old snapshot to catch up)."""
+    """The file moves on only once the store is SNAPSHOT_EVERY entries past it, and
+    only at the close of a handle that read (whose index is there to export)."""
     path = store / "agent" / SNAPSHOT_FILE
     first = SnapshotFile(path, {}).seq_on_disk()
     assert first == SNAPSHOT_EVERY + 10
@@ -438,8 +446,11 @@ def test_a_writable_close_rewrites_the_snapshot_every_snapshot_every_entries(
         fill(cx, SNAPSHOT_EVERY - 1, start=5000)
     assert SnapshotFile(path, {}).seq_on_disk() == first
     with cg.open(store, "agent", sync=False) as cx:
-        fill(cx, 1, start=9000)
-    assert SnapshotFile(path, {}).seq_on_disk() == first + SNAPSHOT_EVERY
+        fill(cx, 1, start=9000, read=False)
+    assert SnapshotFile(path, {}).seq_on_disk() == first  # this handle never read
+    with cg.open(store, "agent", sync=False) as cx:
+        fill(cx, 1, start=9500)
+    assert SnapshotFile(path, {}).seq_on_disk() == first + SNAPSHOT_EVERY + 1
     assert _status_and_check(store) == "loaded"
 
 

@@ -221,21 +221,23 @@ class Handle:
         return SnapshotFile(self.path / SNAPSHOT_FILE, self.env.identity_meta)
 
     def save_column_snapshot(self) -> bool:
-        """Write the column snapshot if this handle may write and the store moved at
-        least :data:`~cortexgraph.index.snapshot.SNAPSHOT_EVERY` journal entries past
-        the file on disk (or the file is missing, unusable or ahead of the store); the
+        """Write the column snapshot if this handle may write, its column index was
+        built (a read used it), and the store moved at least
+        :data:`~cortexgraph.index.snapshot.SNAPSHOT_EVERY` journal entries past the file
+        on disk (or the file is missing, ahead of the store, or was found unusable); the
         close of a writable handle calls it. Returns whether it wrote.
 
-        Costs a catch-up of the handle's column index (or, if no read built one, a load
-        of the old snapshot and its catch-up, or a build) and a file of about 110 bytes
-        a memory; a failure to write is ignored: the file is an optimisation only.
+        Costs a catch-up of the index to the store, the export (rows sorted by id) and a
+        file of about 85 bytes a memory: about 10 ms at 10,000 memories. A handle that
+        never read writes nothing (it would have to build an index first). A failure to
+        write is ignored: the file is an optimisation only.
         """
-        if self.readonly or self.env.closed:
+        index = self._columns
+        if self.readonly or self.env.closed or index is None or index.seq < 0:
             return False
         with self.reading() as txn:
             last = txn.last_seq()
-        index = self._columns
-        snapshot = index.snapshot if index is not None else None
+        snapshot = index.snapshot
         unusable = isinstance(snapshot, SnapshotFile) and snapshot.status not in (
             "loaded",
             "unread",

@@ -38,9 +38,11 @@ Invariants:
 - CS2 a file is written whole under a temporary name unique to the process and thread,
   then renamed over the old one, so readers and other writers see the old file or the
   new one, never a mix. It is not fsynced: a file torn by a crash fails its checksum.
-- CS3 only a writable handle writes it, when it closes (``Handle.save_column_snapshot``),
-  and only once the store is :data:`SNAPSHOT_EVERY` entries past the file on disk (or
-  the file is unusable): a reader catches up at most about that many entries.
+- CS3 only a writable handle whose column index was built (a read used it) writes it,
+  when it closes (``Handle.save_column_snapshot``), and only once the store is
+  :data:`SNAPSHOT_EVERY` entries past the file on disk (or the file is missing, ahead or
+  was found unusable): a reader catches up at most about that many entries while such
+  handles close now and then.
 """
 
 from __future__ import annotations
