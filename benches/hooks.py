@@ -6,14 +6,20 @@ Usage (``PYTHONPATH`` names the source tree that is timed)::
         [--no-bytecode]
 
 A project store of ``--n`` memories (texts of ten words from a small vocabulary, tagged
-decision, gotcha or context) is written once; then ``cortexgraph hook UserPromptSubmit``
-(keyword recall for a prompt) and ``cortexgraph hook SessionStart`` (the surface, computed
-afresh: there is no surface cache yet) each run ``--runs`` times as a fresh interpreter
-with the event's JSON on stdin, and the wall time from spawning to exit is reported,
-interpreter start-up included. A bare ``python -c pass`` is the floor. Writing the store
-leaves a column snapshot beside it (the writer reads, then closes, as the Stop hook does);
-a last case times the prompt hook again with the snapshot removed, so that each process
-scans the store to build its column index. Targets: the prompt hook p95 <= 200 ms at 10,000
+decision, gotcha or context) is written once, as the Stop hook writes it (its close leaves
+the column snapshot). Then each case runs ``--runs`` times as a fresh interpreter with the
+event's JSON on stdin, and the wall time from spawning to exit is reported, interpreter
+start-up included:
+
+- ``UserPromptSubmit``: keyword recall for a prompt, recording access (a write);
+- ``SessionStart, cached surface``: the surface served from its cache (valid while the
+  stores do not change), as after a Stop;
+- ``SessionStart, surface computed``: the cache removed before each run, so the surface is
+  ranked from the stores;
+- ``UserPromptSubmit, no column snapshot``: the snapshot removed before each run, so each
+  process scans the store to build its column index.
+
+A bare ``python -c pass`` is the floor. Targets: the prompt hook p95 <= 200 ms at 10,000
 memories; SessionStart with a cached surface p95 <= 150 ms. Nothing here fails on timing.
 
 The children read bytecode from a private cache that one warm-up run per command fills
@@ -29,10 +35,12 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +48,7 @@ import cortexgraph as cg
 from _bytecode import bytecode_env, describe, warm_up
 from _report import markdown_table, percentile, progress
 from cortexgraph.index.snapshot import SNAPSHOT_FILE
+from cortexgraph.integrations.claude_code.surface import CACHE_DIR
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 ENV = {**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(SRC))}
@@ -64,8 +73,11 @@ WORDS = [
     "budget",
 ]
 PROMPT = "why does the billing migration time out?"
-TARGETS = {"UserPromptSubmit": 200.0, "SessionStart": 150.0}
+CACHED = "SessionStart, cached surface"
+COMPUTED = "SessionStart, surface computed"
 NO_SNAPSHOT = "UserPromptSubmit, no column snapshot"
+TARGETS = {"UserPromptSubmit": 200.0, CACHED: 150.0}
+CASES = ("python -c pass", "UserPromptSubmit", CACHED, COMPUTED, NO_SNAPSHOT)
 
 
 def build(project: Path, n: int) -> None:
@@ -83,13 +95,18 @@ def build(project: Path, n: int) -> None:
 
 
 def wall_ms(
-    command: list[str], stdin: str, runs: int, env: dict[str, str]
+    command: list[str],
+    stdin: str,
+    runs: int,
+    env: dict[str, str],
+    before_each: Callable[[], None] = lambda: None,
 ) -> tuple[list[float], list[float]]:
     """The wall times of ``runs`` runs of ``command`` fed ``stdin``, and their CPU times
-    (user + system), in milliseconds."""
+    (user + system), in milliseconds; ``before_each`` runs untimed before each run."""
     times = []
     cpu = []
     for _ in range(runs):
+        before_each()
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(command, input=stdin, text=True, env=env, check=True, capture_output=True)
@@ -101,46 +118,42 @@ def wall_ms(
 
 
 def measure(n: int, runs: int, *, bytecode: bool = True) -> dict[str, Any]:
-    """The wall times of each hook and of the bare interpreter, and how the children got
-    their bytecode (``"bytecode"``)."""
+    """The wall and CPU times of each case and of the bare interpreter, and how the
+    children got their bytecode (``"bytecode"``)."""
     with tempfile.TemporaryDirectory() as scratch:
         project = Path(scratch) / "proj"
         env = bytecode_env(ENV, Path(scratch) / "pycache") if bytecode else ENV
         progress(f"hooks: writing {n:,} memories")
         build(project, n)
         hook = [sys.executable, "-m", "cortexgraph.cli", "hook"]
-        payloads = {
-            "UserPromptSubmit": {"prompt": PROMPT},
-            "SessionStart": {"source": "startup"},
-        }
         out: dict[str, Any] = {"memories": n, "runs": runs, "bytecode": describe(env)}
         bare = [sys.executable, "-c", "pass"]
         if bytecode:
             warm_up([bare], env, [""])
         out["python -c pass"], out["cpu python -c pass"] = wall_ms(bare, "", runs, env)
-        for event, extra in payloads.items():
-            stdin = json.dumps(
+        cache = project / ".memory" / CACHE_DIR
+        snapshot = project / ".memory" / "project" / SNAPSHOT_FILE
+
+        def stdin_of(event: str, **extra: str) -> str:
+            return json.dumps(
                 {"session_id": "bench", "cwd": str(project), "hook_event_name": event, **extra}
             )
+
+        cases = [
+            ("UserPromptSubmit", "UserPromptSubmit", {"prompt": PROMPT}, lambda: None),
+            (CACHED, "SessionStart", {"source": "startup"}, lambda: None),
+            (COMPUTED, "SessionStart", {"source": "startup"},
+             lambda: shutil.rmtree(cache, ignore_errors=True)),
+            (NO_SNAPSHOT, "UserPromptSubmit", {"prompt": PROMPT},
+             lambda: snapshot.unlink(missing_ok=True)),
+        ]  # fmt: skip
+        for case, event, extra, before_each in cases:
+            stdin = stdin_of(event, **extra)
             if bytecode:
                 warm_up([[*hook, event]], env, [stdin])
-            wall_ms([*hook, event], stdin, 1, env)  # warm the file cache
-            progress(f"hooks: {event}, {runs} runs")
-            out[event], out[f"cpu {event}"] = wall_ms([*hook, event], stdin, runs, env)
-        # the same prompt hook when the store has no column snapshot: a scan per process
-        snapshot = project / ".memory" / "project" / SNAPSHOT_FILE
-        if snapshot.exists():
-            snapshot.unlink()
-            event = "UserPromptSubmit"
-            stdin = json.dumps(
-                {"session_id": "bench", "cwd": str(project), "hook_event_name": event,
-                 "prompt": PROMPT}
-            )  # fmt: skip
-            progress(f"hooks: {event} without a column snapshot, {runs} runs")
-            timed = wall_ms([*hook, event], stdin, runs, env)
-            out[NO_SNAPSHOT], out[f"cpu {NO_SNAPSHOT}"] = timed
-            if snapshot.exists():
-                raise RuntimeError("a prompt hook wrote the column snapshot: the runs are mixed")
+            wall_ms([*hook, event], stdin, 1, env)  # warm the file cache (and the surface's)
+            progress(f"hooks: {case}, {runs} runs")
+            out[case], out[f"cpu {case}"] = wall_ms([*hook, event], stdin, runs, env, before_each)
     return out
 
 
@@ -157,9 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = measure(args.n, args.runs, bytecode=not args.no_bytecode)
     rows = []
-    for case in ("python -c pass", "UserPromptSubmit", "SessionStart", NO_SNAPSHOT):
-        if case not in result:
-            continue
+    for case in CASES:
         times = result[case]
         target = TARGETS.get(case)
         p95 = percentile(times, 95)

@@ -5,6 +5,7 @@ prints what the session should see, and always exits 0."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from ..integrations.claude_code.install import HOOK_EVENTS
@@ -29,6 +30,10 @@ def add_hook_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 def _run_hook(args: argparse.Namespace, out: Any) -> int:
+    # one BLAS thread: a hook's few small vector operations gain nothing from a pool,
+    # whose start-up costs tens of milliseconds of CPU on every prompt (set before numpy
+    # is first imported; a user's own setting is kept)
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..integrations.claude_code.hooks import main
 
     return main(args.event)
