@@ -546,3 +546,22 @@ def test_a_writable_handle_that_found_the_file_unusable_replaces_it(store: Path)
         cx.find(cg.Q.type(cg.Fact), limit=1)
         assert cx._column_index().snapshot.status == "damaged"  # type: ignore[attr-defined]
     assert _status_and_check(store) == "loaded"
+
+
+def test_rebuild_discards_the_column_snapshot(tmp_path: Path) -> None:
+    """A rebuild remakes derived state from the journal; the column snapshot (built from
+    the tables before it) is deleted, and the next read builds the index afresh."""
+    import cortexgraph as cg
+    from cortexgraph.index.snapshot import SNAPSHOT_FILE
+
+    with cg.open(tmp_path, "a", clock=cg.ManualClock(1_700_000_000_000)) as cx:
+        with cx.batch() as batch:
+            for i in range(300):
+                batch.write(cg.Fact(text=f"fact number {i} about billing", tags=("t",)))
+        cx.find(cg.Q.tag("t"), limit=3)
+    snapshot = tmp_path / "a" / SNAPSHOT_FILE
+    assert snapshot.exists()
+    with cg.open(tmp_path, "a") as cx:
+        cx.rebuild()
+        assert not snapshot.exists()
+        assert len(cx.find(cg.Q.tag("t"), limit=500)) == 300

@@ -10,6 +10,7 @@ modules with it, so no verb module depends on the facade.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterator
@@ -215,6 +216,15 @@ class Handle:
             if index is None:
                 index = self._columns = ColumnIndex(self.snapshot_file())
             return index
+
+    def discard_column_index(self) -> None:
+        """Forget the column index and delete the store's column snapshot: after a
+        rebuild, derived state is rebuilt from the journal, and so must they be (a repair
+        must not be undone by an index built from the damaged tables)."""
+        with self._index_lock:
+            self._columns = None
+        with contextlib.suppress(FileNotFoundError):
+            (self.path / SNAPSHOT_FILE).unlink()
 
     def snapshot_file(self) -> SnapshotFile:
         """The store's column snapshot file (``index.snapshot``)."""

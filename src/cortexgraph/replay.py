@@ -225,6 +225,7 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
     except BaseException:
         txn.abort()
         raise
+    h.discard_column_index()
     return count
 
 
