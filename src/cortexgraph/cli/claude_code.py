@@ -298,9 +298,11 @@ def cmd_inspect(args: argparse.Namespace, out: Output) -> int:
         lines.extend(f"  ! {problem}" for problem in store.problems)
         if store.memories is None:
             continue
+        memories = sum((store.statuses or {}).values())
         lines.append(
-            f"  {sum((store.statuses or {}).values())} memories, {store.edges} edges,"
-            f" {store.entries} journal entries, root {store.root or '-'}"
+            f"  {_count(memories, 'memory', 'memories')}, {_count(store.edges, 'edge')},"
+            f" {_count(store.entries, 'journal entry', 'journal entries')},"
+            f" root {store.root or '-'}"
         )
         for category, counts in store.memories.items():
             spread = ", ".join(f"{n} {status}" for status, n in counts.items())
@@ -316,3 +318,8 @@ def cmd_inspect(args: argparse.Namespace, out: Output) -> int:
         lines.extend(f"  {line}" for line in report.log)
     out.emit(report.to_json(), "\n".join(lines))
     return 0 if report.ok else 1
+
+
+def _count(n: int | None, one: str, many: str | None = None) -> str:
+    """``n`` with its noun, singular or plural."""
+    return f"{n} {one if n == 1 else many or one + 's'}"
