@@ -274,19 +274,25 @@ class Memory:
 
     # -- stores ---------------------------------------------------------------------------
 
-    def _open(self, actor: str) -> cg.Cortex:
-        """The store of ``actor``, opened (and created) on first use and kept open."""
+    def cortex(self, actor: str) -> cg.Cortex:
+        """The cortexgraph handle of ``actor``'s store, for the rest of the API (``context``,
+        ``scope``, ``prove``, ...). It is opened (and created) on first use and stays open
+        until :meth:`close`; LMDB allows one handle per store and process, so use this one.
+
+        Raises:
+            ValidationError: ``actor`` is not a valid actor name.
+        """
         cx = self._stores.get(actor)
         if cx is None:
             cx = cg.open(self.root, actor, **self._open_args)
             self._stores[actor] = cx
         return cx
 
-    def _store(self, actor: str) -> cg.Cortex | None:
+    def _existing(self, actor: str) -> cg.Cortex | None:
         """The store of ``actor`` if it exists (reads never create one)."""
         if actor not in self._stores and not (self.root / actor).is_dir():
             return None
-        return self._open(actor)
+        return self.cortex(actor)
 
     def close(self) -> None:
         """Close every store this instance opened."""
@@ -307,7 +313,7 @@ class Memory:
                 f"must be a memory id string, not {type(memory_id).__name__}", field="memory_id"
             )
         uri = cg.MemoryURI.parse(memory_id)
-        cx = self._store(uri.actor)
+        cx = self._existing(uri.actor)
         if cx is None:
             return None
         try:
@@ -434,7 +440,7 @@ class Memory:
         _payload_json(base)
         turns = [m for m in _messages(messages) if isinstance(m, dict)]
         planned = self._plan(turns, base, infer)
-        cx = self._open(scope.actor)
+        cx = self.cortex(scope.actor)
         results: list[dict[str, Any]] = []
         if not planned:
             return {"results": results}
@@ -588,7 +594,7 @@ class Memory:
                 field="user_id",
             )
         scope = _Scope(ids)
-        cx = self._store(scope.actor)
+        cx = self._existing(scope.actor)
         if cx is not None:
             self._tombstone_all(cx, self._scan(cx, scope, {}))
         return {"message": "Memories deleted successfully!"}
@@ -599,7 +605,7 @@ class Memory:
             return
         for path in sorted(self.root.iterdir()):
             if path.is_dir() and _NAME.fullmatch(path.name):
-                cx = self._store(path.name)
+                cx = self._existing(path.name)
                 if cx is not None:
                     self._tombstone_all(cx, self._scan(cx, None, {}))
 
@@ -654,7 +660,7 @@ class Memory:
         _reject_entity_kwargs(kwargs, "get_all")
         _check_top_k(top_k)
         scope, rest = _scope_of(filters, "get_all")
-        cx = self._store(scope.actor)
+        cx = self._existing(scope.actor)
         results: list[dict[str, Any]] = []
         if cx is not None:
             for record, _, payload in self._scan(cx, scope, rest):
@@ -704,7 +710,7 @@ class Memory:
                 "Invalid query: must be a non-empty string.", field="query"
             )
         scope, rest = _scope_of(filters, "search")
-        cx = self._store(scope.actor)
+        cx = self._existing(scope.actor)
         if cx is None or top_k == 0:
             return {"results": []}
         k = min(_RECALL_MAX, max(4 * top_k, 50))
@@ -734,7 +740,7 @@ class Memory:
         if not isinstance(memory_id, str):
             raise cg.ValidationError("must be a memory id string", field="memory_id")
         uri = cg.MemoryURI.parse(memory_id).head
-        cx = self._store(uri.actor)
+        cx = self._existing(uri.actor)
         if cx is None:
             return []
         try:
