@@ -223,9 +223,9 @@ def test_search_honours_top_k_and_threshold(m: Memory) -> None:
     assert len(m.search("prefer", filters={"user_id": "u1"}, top_k=2)["results"]) == 2
     scores = [r["score"] for r in m.search("prefer blue", filters={"user_id": "u1"})["results"]]
     assert scores == sorted(scores, reverse=True) and all(0 < s <= 1 for s in scores)
-    assert all(
-        r["score"] == 1 for r in m.search("blue", filters={"user_id": "u1"}, threshold=1)["results"]
-    )
+    perfect = m.search("blue", filters={"user_id": "u1"}, threshold=1, explain=True)["results"]
+    assert perfect and all(r["score"] == 1 for r in perfect)
+    assert all(set(r["score_details"]) <= {"keyword", "vector"} for r in perfect)
 
 
 def test_update_merges_metadata_and_keeps_the_ids(m: Memory, clock: cg.ManualClock) -> None:
@@ -249,6 +249,10 @@ def test_reset_tombstones_every_memory_under_the_root(m: Memory) -> None:
     m.reset()
     assert m.get_all(filters={"user_id": "alex"}) == {"results": []}
     assert m.get_all(filters={"agent_id": "dj"}) == {"results": []}
+
+
+def _first(m: Memory) -> str:
+    return str(m.get_all(filters={"user_id": "alex"})["results"][0]["id"])
 
 
 def _root_digests(m: Memory) -> dict[str, bytes]:
@@ -276,6 +280,8 @@ def _root_digests(m: Memory) -> dict[str, bytes]:
         (lambda m: m.get_all(), "filters must contain at least one of"),
         (lambda m: m.update("cx://alex/default/" + "0" * 32, "y"), "not found"),
         (lambda m: m.update("cx://alex/default/" + "0" * 32), "At least one of text"),
+        (lambda m: m.update(_first(m), 5), "must be a string"),
+        (lambda m: m.update(_first(m), "y", metadata={"f": float("nan")}), "JSON values"),
         (lambda m: m.delete("cx://alex/default/" + "0" * 32), "not found"),
         (lambda m: m.delete_all(), r"use the `reset\(\)` method"),
         (lambda m: m.get("not-an-id"), "expected cx://"),

@@ -528,6 +528,8 @@ class Memory:
                 "At least one of text, metadata, or expiration_date must be provided.",
                 field="text",
             )
+        if text is not None and not isinstance(text, str):
+            raise cg.ValidationError(f"must be a string, not {type(text).__name__}", field="text")
         if metadata is not None and not isinstance(metadata, dict):
             raise cg.ValidationError("must be a dict or None", field="metadata")
         located = self._locate(memory_id)
@@ -648,9 +650,16 @@ class Memory:
         return self._item(record, self._companion(cx, record)[1])
 
     def get_all(
-        self, *, filters: dict[str, Any] | None = None, top_k: int = 20, **kwargs: Any
+        self,
+        *,
+        filters: dict[str, Any] | None = None,
+        top_k: int = 20,
+        show_expired: bool = False,
+        **kwargs: Any,
     ) -> dict[str, list[dict[str, Any]]]:
         """The newest ``top_k`` memories of the scope in ``filters`` that satisfy them.
+
+        ``show_expired`` is accepted for compatibility: nothing here expires.
 
         Raises:
             ValidationError: ``filters`` without user_id, agent_id or run_id, an unknown
@@ -677,6 +686,8 @@ class Memory:
         filters: dict[str, Any] | None = None,
         threshold: float = 0.1,
         rerank: bool = False,
+        explain: bool = False,
+        show_expired: bool = False,
         **kwargs: Any,
     ) -> dict[str, list[dict[str, Any]]]:
         """The memories of the scope in ``filters`` most relevant to ``query``, best first.
@@ -691,6 +702,8 @@ class Memory:
             threshold: the lowest score (0..1) a result may have.
             rerank: accepted for compatibility; no reranker is configured (as in mem0
                 without one).
+            explain: add ``score_details``: each recall channel's own score.
+            show_expired: accepted for compatibility: nothing here expires.
 
         Returns:
             ``{"results": [...]}``: mem0's memory dicts with ``score``.
@@ -721,7 +734,10 @@ class Memory:
                 continue
             _, payload = self._companion(cx, hit.record)
             if scope.matches(payload) and _matches(self._view(payload), rest):
-                results.append(self._item(hit.record, payload, score=float(hit.score)))
+                item = self._item(hit.record, payload, score=float(hit.score))
+                if explain:
+                    item["score_details"] = dict(hit.scores)
+                results.append(item)
                 if len(results) >= top_k:
                     break
         return {"results": results}
