@@ -302,3 +302,19 @@ def test_unknown_ids_read_as_missing(m: Memory) -> None:
     """get answers None and history [] for an id of no memory, as mem0 does."""
     missing = "cx://ghost/default/" + "0" * 32
     assert m.get(missing) is None and m.history(missing) == []
+
+
+def test_same_calls_give_the_same_ids_and_roots(tmp_path: Path) -> None:
+    """Unlike mem0's random UUIDs, ids are deterministic: the same calls at the same clock
+    times on two roots give equal results and byte-identical OverallRoots."""
+    runs = []
+    for name in ("one", "two"):
+        config = {"cortexgraph": {"root": str(tmp_path / name), "clock": cg.ManualClock(T0),
+                                  "sync": False}}
+        with Memory(config) as m:
+            added = m.add("Never push to main. I prefer rebase.", user_id="alex", run_id="r")
+            m.update(added["results"][0]["id"], "Never force-push to main.")
+            runs.append((added, m.history(added["results"][0]["id"]),
+                         m.cortex("alex").overall_root()))
+    assert runs[0][0]["results"][0]["event"] == "ADD"
+    assert runs[0] == runs[1]
