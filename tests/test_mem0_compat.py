@@ -285,7 +285,12 @@ def _root_digests(m: Memory) -> dict[str, bytes]:
         (lambda m: m.delete("cx://alex/default/" + "0" * 32), "not found"),
         (lambda m: m.delete_all(), r"use the `reset\(\)` method"),
         (lambda m: m.get("not-an-id"), "expected cx://"),
+        (lambda m: m.add("x", user_id="alex", run_id="mem0-meta"), "reserved"),
         (lambda m: Memory({"cortexgraph": {"rooot": "x"}}), "unknown key"),
+        (lambda m: Memory({"cortexgraph": {"root": 7}}), "must be a path"),
+        (lambda m: Memory(["root"]), "must be a dict"),
+        (lambda m: Memory({"cortexgraph": "root"}), "must be a dict"),
+        (lambda m: Memory({"cortexgraph": {"extractor": 1}}), "extract"),
     ],
 )
 def test_bad_calls_raise_mem0s_errors_and_change_nothing(m: Memory, call: Any, match: str) -> None:

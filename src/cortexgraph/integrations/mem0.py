@@ -108,6 +108,8 @@ def _entity_id(value: object, name: str) -> str | None:
             " letter or digit)",
             field=name,
         )
+    if name == "run_id" and text == META_NS:
+        raise cg.ValidationError(f"{META_NS!r} is reserved for the payloads", field=name)
     return text
 
 
@@ -124,7 +126,7 @@ class _Scope:
         return all(payload.get(k) == v for k, v in self.ids.items())
 
 
-def _scope_of(filters: object, method: str) -> tuple[_Scope, dict[str, Any]]:
+def _scope_of(filters: object) -> tuple[_Scope, dict[str, Any]]:
     """The scope ``filters`` name and the rest of them; mem0's error without an entity id."""
     if filters is not None and not isinstance(filters, dict):
         raise cg.ValidationError("must be a dict", field="filters")
@@ -241,22 +243,36 @@ class Memory:
             accepted and ignored: nothing here calls a model.
 
     Raises:
-        ValidationError: a config that is not a dict, or an unknown key in its
-            ``"cortexgraph"`` entry.
+        ValidationError: a config or ``"cortexgraph"`` entry that is not a dict, an
+            unknown key in that entry, a root that is not a path, an extractor without
+            ``extract``.
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None) -> None:
         if config is not None and not isinstance(config, Mapping):
             raise cg.ValidationError("must be a dict or None", field="config")
-        ours = dict((config or {}).get("cortexgraph") or {})
+        section = (config or {}).get("cortexgraph") or {}
+        if not isinstance(section, Mapping):
+            raise cg.ValidationError("must be a dict", field="config.cortexgraph")
+        ours = dict(section)
         unknown = sorted(set(ours) - _CONFIG_KEYS)
         if unknown:
             raise cg.ValidationError(
                 f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_CONFIG_KEYS))}",
                 field="config.cortexgraph",
             )
-        self.root = Path(ours.get("root") or os.environ.get("CORTEXGRAPH_ROOT", ".cortexgraph"))
+        root = ours.get("root") or os.environ.get("CORTEXGRAPH_ROOT", ".cortexgraph")
+        if not isinstance(root, str | os.PathLike):
+            raise cg.ValidationError(
+                f"must be a path, not {type(root).__name__}", field="config.cortexgraph.root"
+            )
+        self.root = Path(root)
         if "extractor" in ours:
+            if not callable(getattr(ours["extractor"], "extract", None)):
+                raise cg.ValidationError(
+                    "must have an extract(ExtractionInput) method",
+                    field="config.cortexgraph.extractor",
+                )
             self.extractor = ours["extractor"]
         else:
             from cortexgraph.extract import RuleExtractor
@@ -668,7 +684,7 @@ class Memory:
         """
         _reject_entity_kwargs(kwargs, "get_all")
         _check_top_k(top_k)
-        scope, rest = _scope_of(filters, "get_all")
+        scope, rest = _scope_of(filters)
         cx = self._existing(scope.actor)
         results: list[dict[str, Any]] = []
         if cx is not None:
@@ -722,7 +738,7 @@ class Memory:
             raise cg.ValidationError(
                 "Invalid query: must be a non-empty string.", field="query"
             )
-        scope, rest = _scope_of(filters, "search")
+        scope, rest = _scope_of(filters)
         cx = self._existing(scope.actor)
         if cx is None or top_k == 0:
             return {"results": []}
