@@ -242,6 +242,30 @@ def test_update_merges_metadata_and_keeps_the_ids(m: Memory, clock: cg.ManualClo
     assert item["updated_at"] == "2023-11-14T22:13:25+00:00" and item["created_at"] == T0_ISO
 
 
+def test_expired_memories_are_hidden_until_asked_for(m: Memory, clock: cg.ManualClock) -> None:
+    """A memory past its expiration_date (by the configured clock) leaves search and
+    get_all unless show_expired=True; get still answers; update(expiration_date=None)
+    clears it."""
+    [r] = m.add("I prefer tea", user_id="alex", infer=False, expiration_date="2023-11-15")[
+        "results"
+    ]
+    scope = {"user_id": "alex"}
+    assert [x["id"] for x in m.get_all(filters=scope)["results"]] == [r["id"]]
+    clock.advance(2 * 86_400_000)
+    assert m.get_all(filters=scope) == {"results": []}
+    assert m.search("tea", filters=scope) == {"results": []}
+    assert [x["id"] for x in m.search("tea", filters=scope, show_expired=True)["results"]] == [
+        r["id"]
+    ]
+    assert len(m.get_all(filters=scope, show_expired=True)["results"]) == 1
+    item = m.get(r["id"])
+    assert item is not None and item["expiration_date"] == "2023-11-15"
+    m.update(r["id"], expiration_date=None)
+    assert [x["id"] for x in m.get_all(filters=scope)["results"]] == [r["id"]]
+    m.delete_all(user_id="alex")
+    assert m.get_all(filters=scope, show_expired=True) == {"results": []}
+
+
 def test_reset_tombstones_every_memory_under_the_root(m: Memory) -> None:
     """reset empties every scope; the journal keeps what was there."""
     m.add("I prefer tea", user_id="alex", infer=False)
@@ -270,6 +294,9 @@ def _root_digests(m: Memory) -> dict[str, bytes]:
         (lambda m: m.add("x", user_id="alex", metadata={"f": {1, 2}}), "JSON values"),
         (lambda m: m.add("x", user_id="alex", memory_type="semantic"), "Invalid 'memory_type'"),
         (lambda m: m.add("x", user_id="alex", infer="yes"), "True or False"),
+        (lambda m: m.add("x", user_id="alex", timestamp=1), "platform feature"),
+        (lambda m: m.add("x", user_id="alex", expiration_date="soon"), "YYYY-MM-DD"),
+        (lambda m: m.update(_first(m), expiration_date=3), "YYYY-MM-DD"),
         (lambda m: m.search("x", filters={}), "filters must contain at least one of"),
         (lambda m: m.search("x", user_id="alex"), "Top-level entity parameters"),
         (lambda m: m.search("  ", filters={"user_id": "alex"}), "Invalid query"),

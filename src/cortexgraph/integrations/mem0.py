@@ -40,6 +40,8 @@ How mem0's notions map onto cortexgraph:
   tombstones every mem0 memory under the root.
 - **search.** Hybrid recall (keyword and vector, score fusion, scores in 0..1) inside the
   scope, then mem0's filter operators over the payload, then ``threshold`` and ``top_k``.
+- **Expiration.** ``expiration_date`` is kept in the payload; ``search`` and ``get_all``
+  leave out a memory past it (by the configured clock) unless ``show_expired=True``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,8 @@ DEFAULT_NS = "default"
 _ENTITY_KEYS = ("user_id", "agent_id", "run_id")
 _IDENTITY = frozenset({*_ENTITY_KEYS, "actor_id"})
 """Keys caller metadata may not set (mem0 drops them too: the scope comes from the ids)."""
-_PROMOTED = ("user_id", "agent_id", "run_id", "actor_id", "role")
+_PROMOTED = ("user_id", "agent_id", "run_id", "actor_id", "role", "expiration_date")
+_UNSET: Any = object()
 _SCAN = 100_000
 """The most memories one scan (``get_all``, ``delete_all``, ``reset``) looks at per store."""
 _RECALL_MAX = 1000
@@ -80,6 +83,24 @@ _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat()
+
+
+def _expiration(value: object) -> str | None:
+    """mem0's ``expiration_date``: a date (or ``YYYY-MM-DD``) as ``YYYY-MM-DD``, or ``None``."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.date().isoformat()
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value).isoformat()
+        except ValueError:
+            pass
+    raise cg.ValidationError(
+        "expiration_date must be a valid date in YYYY-MM-DD format.", field="expiration_date"
+    )
 
 
 def _md5(text: str) -> str:
@@ -278,6 +299,7 @@ class Memory:
             from cortexgraph.extract import RuleExtractor
 
             self.extractor = RuleExtractor()
+        self._clock: cg.Clock = ours.get("clock") or cg.SystemClock()
         self._open_args = {
             k: ours[k] for k in ("embedder", "clock", "sync") if ours.get(k) is not None
         }
@@ -303,6 +325,10 @@ class Memory:
             cx = cg.open(self.root, actor, **self._open_args)
             self._stores[actor] = cx
         return cx
+
+    def _today(self) -> str:
+        """Today's UTC date by the configured clock, as ``YYYY-MM-DD``."""
+        return datetime.fromtimestamp(self._clock.now_ms() / 1000, tz=UTC).date().isoformat()
 
     def _existing(self, actor: str) -> cg.Cortex | None:
         """The store of ``actor`` if it exists (reads never create one)."""
@@ -401,6 +427,8 @@ class Memory:
         agent_id: str | None = None,
         run_id: str | None = None,
         metadata: dict[str, Any] | None = None,
+        timestamp: Any = None,
+        expiration_date: Any = None,
         infer: bool = True,
         memory_type: str | None = None,
         prompt: str | None = None,
@@ -413,6 +441,9 @@ class Memory:
             user_id, agent_id, run_id: the scope (see the module docstring).
             metadata: JSON values stored with each memory (identity keys in it are
                 dropped, as mem0 does).
+            timestamp: mem0's platform-only parameter; the OSS API refuses it, so does this.
+            expiration_date: a date (``YYYY-MM-DD``) from the day after which ``search``
+                and ``get_all`` hide the memory unless asked with ``show_expired=True``.
             infer: run the extractor (``True``) or store each message as is.
             memory_type: mem0's ``"procedural_memory"`` needs an LLM summary and is
                 refused; any other value is mem0's validation error.
@@ -436,6 +467,12 @@ class Memory:
                 "At least one of 'user_id', 'agent_id', or 'run_id' must be provided.",
                 field="user_id",
             )
+        if timestamp is not None:
+            raise cg.ValidationError(
+                "timestamp is a mem0 platform feature, not part of the open-source API",
+                field="timestamp",
+            )
+        expires = _expiration(expiration_date)
         if memory_type is not None:
             raise cg.ValidationError(
                 "procedural memories need an LLM summary, which this API does not call"
@@ -453,6 +490,8 @@ class Memory:
         base: dict[str, Any] = dict(scope.ids)
         if extra:
             base["metadata"] = extra
+        if expires is not None:
+            base["expiration_date"] = expires
         _payload_json(base)
         turns = [m for m in _messages(messages) if isinstance(m, dict)]
         planned = self._plan(turns, base, infer)
@@ -529,17 +568,19 @@ class Memory:
         memory_id: str,
         text: str | None = None,
         metadata: dict[str, Any] | None = None,
+        expiration_date: Any = _UNSET,
     ) -> dict[str, str]:
-        """Replace a memory's text and/or merge into its metadata (ids stay as they are).
+        """Replace a memory's text, merge into its metadata and/or set or clear (``None``)
+        its expiration date; the ids stay as they are.
 
         Returns:
             ``{"message": "Memory updated successfully!"}``.
 
         Raises:
-            ValidationError: neither ``text`` nor ``metadata``, no such memory (mem0's
-                message), a bad text or metadata.
+            ValidationError: none of ``text``, ``metadata`` and ``expiration_date``, no
+                such memory (mem0's message), a bad text, metadata or date.
         """
-        if text is None and metadata is None:
+        if text is None and metadata is None and expiration_date is _UNSET:
             raise cg.ValidationError(
                 "At least one of text, metadata, or expiration_date must be provided.",
                 field="text",
@@ -560,12 +601,17 @@ class Memory:
             merged = dict(payload.get("metadata") or {})
             merged.update({k: v for k, v in metadata.items() if k not in _IDENTITY})
             payload = {**payload, "metadata": merged}
+        if expiration_date is not _UNSET:
+            expires = _expiration(expiration_date)
+            payload = {k: v for k, v in payload.items() if k != "expiration_date"}
+            if expires is not None:
+                payload["expiration_date"] = expires
         content = _payload_json(payload)
         with cx.batch() as batch:
             if text is not None and text != record.memory.text:
                 tags = [t for t in record.memory.tags if not t.startswith("h-")]
                 batch.update(record.uri, text=text, tags=[*tags, f"h-{_md5(text)}"])
-            if metadata is not None:
+            if metadata is not None or expiration_date is not _UNSET:
                 if companion is None:
                     batch.write(_companion_of(record.uri, payload), ns=META_NS)
                 elif content != getattr(companion.memory, "content", None):
@@ -643,12 +689,20 @@ class Memory:
     # -- reads ----------------------------------------------------------------------------
 
     def _scan(
-        self, cx: cg.Cortex, scope: _Scope | None, filters: Mapping[str, Any]
+        self,
+        cx: cg.Cortex,
+        scope: _Scope | None,
+        filters: Mapping[str, Any],
+        *,
+        show_expired: bool = True,
     ) -> Iterable[tuple[cg.Record, cg.Record | None, dict[str, Any]]]:
         """The active mem0 memories of ``cx`` in ``scope`` matching ``filters``, newest first."""
+        today = self._today()
         for hit in cx.find(_where(scope), limit=_SCAN, order_by="recent").hits:
             companion, payload = self._companion(cx, hit.record)
             if scope is not None and not scope.matches(payload):
+                continue
+            if not show_expired and _expired(payload, today):
                 continue
             if _matches(self._view(payload), filters):
                 yield hit.record, companion, payload
@@ -675,7 +729,7 @@ class Memory:
     ) -> dict[str, list[dict[str, Any]]]:
         """The newest ``top_k`` memories of the scope in ``filters`` that satisfy them.
 
-        ``show_expired`` is accepted for compatibility: nothing here expires.
+        Memories past their ``expiration_date`` are left out unless ``show_expired``.
 
         Raises:
             ValidationError: ``filters`` without user_id, agent_id or run_id, an unknown
@@ -688,7 +742,7 @@ class Memory:
         cx = self._existing(scope.actor)
         results: list[dict[str, Any]] = []
         if cx is not None:
-            for record, _, payload in self._scan(cx, scope, rest):
+            for record, _, payload in self._scan(cx, scope, rest, show_expired=show_expired):
                 if len(results) >= top_k:
                     break
                 results.append(self._item(record, payload, with_score=False))
@@ -719,7 +773,7 @@ class Memory:
             rerank: accepted for compatibility; no reranker is configured (as in mem0
                 without one).
             explain: add ``score_details``: each recall channel's own score.
-            show_expired: accepted for compatibility: nothing here expires.
+            show_expired: include memories past their ``expiration_date``.
 
         Returns:
             ``{"results": [...]}``: mem0's memory dicts with ``score``.
@@ -745,10 +799,13 @@ class Memory:
         k = min(_RECALL_MAX, max(4 * top_k, 50))
         hits = cx.recall(query.strip(), k=k, where=_where(scope), expand=False).hits
         results: list[dict[str, Any]] = []
+        today = self._today()
         for hit in hits:
             if hit.score < threshold:
                 continue
             _, payload = self._companion(cx, hit.record)
+            if not show_expired and _expired(payload, today):
+                continue
             if scope.matches(payload) and _matches(self._view(payload), rest):
                 item = self._item(hit.record, payload, score=float(hit.score))
                 if explain:
@@ -813,6 +870,12 @@ class Memory:
                     row(entry.seq, previous, None, "DELETE", entry.at)
                     break
         return rows
+
+
+def _expired(payload: Mapping[str, Any], today: str) -> bool:
+    """Whether the memory's expiration date (ISO dates compare as strings) is past."""
+    expires = payload.get("expiration_date")
+    return isinstance(expires, str) and expires < today
 
 
 def _where(scope: _Scope | None) -> Any:
