@@ -236,10 +236,14 @@ def test_update_merges_metadata_and_keeps_the_ids(m: Memory, clock: cg.ManualClo
     item = m.get(r["id"])
     assert item is not None
     assert item["metadata"] == {"a": 1, "b": 2} and item["user_id"] == "alex"
+    assert item["updated_at"] == "2023-11-14T22:13:25+00:00", "a metadata change moves it"
+    clock.advance(1000)
     m.update(r["id"], "I prefer neovim")
     item = m.get(r["id"])
     assert item is not None and item["memory"] == "I prefer neovim"
-    assert item["updated_at"] == "2023-11-14T22:13:25+00:00" and item["created_at"] == T0_ISO
+    assert item["updated_at"] == "2023-11-14T22:13:26+00:00" and item["created_at"] == T0_ISO
+    assert list(item)[:7] == [
+        "id", "memory", "hash", "metadata", "score", "created_at", "updated_at"]
 
 
 def test_expired_memories_are_hidden_until_asked_for(m: Memory, clock: cg.ManualClock) -> None:

@@ -390,19 +390,28 @@ class Memory:
         return companion, payload
 
     @staticmethod
-    def _item(record: cg.Record, payload: Mapping[str, Any], *, score: float | None = None,
-              with_score: bool = True) -> dict[str, Any]:
-        """mem0's memory dict: its ``MemoryItem`` fields, promoted ids, then metadata."""
+    def _item(
+        record: cg.Record,
+        companion: cg.Record | None,
+        payload: Mapping[str, Any],
+        *,
+        score: float | None = None,
+        with_score: bool = True,
+    ) -> dict[str, Any]:
+        """mem0's memory dict: its ``MemoryItem`` fields in mem0's order, the promoted ids,
+        then metadata. ``updated_at`` is the later of the memory's and its payload's last
+        change (a metadata-only update moves it, as in mem0)."""
+        updated = record.at if companion is None else max(record.at, companion.at)
         item: dict[str, Any] = {
             "id": str(record.uri.head),
             "memory": record.memory.text,
             "hash": _md5(record.memory.text),
             "metadata": None,
-            "created_at": _iso(record.created_at),
-            "updated_at": _iso(record.at),
         }
         if with_score:
             item["score"] = score
+        item["created_at"] = _iso(record.created_at)
+        item["updated_at"] = _iso(updated)
         for key in _PROMOTED:
             if key in payload:
                 item[key] = payload[key]
@@ -717,7 +726,7 @@ class Memory:
         if located is None:
             return None
         cx, record = located
-        return self._item(record, self._companion(cx, record)[1])
+        return self._item(record, *self._companion(cx, record))
 
     def get_all(
         self,
@@ -742,10 +751,12 @@ class Memory:
         cx = self._existing(scope.actor)
         results: list[dict[str, Any]] = []
         if cx is not None:
-            for record, _, payload in self._scan(cx, scope, rest, show_expired=show_expired):
+            for record, companion, payload in self._scan(
+                cx, scope, rest, show_expired=show_expired
+            ):
                 if len(results) >= top_k:
                     break
-                results.append(self._item(record, payload, with_score=False))
+                results.append(self._item(record, companion, payload, with_score=False))
         return {"results": results}
 
     def search(
@@ -803,11 +814,11 @@ class Memory:
         for hit in hits:
             if hit.score < threshold:
                 continue
-            _, payload = self._companion(cx, hit.record)
+            companion, payload = self._companion(cx, hit.record)
             if not show_expired and _expired(payload, today):
                 continue
             if scope.matches(payload) and _matches(self._view(payload), rest):
-                item = self._item(hit.record, payload, score=float(hit.score))
+                item = self._item(hit.record, companion, payload, score=float(hit.score))
                 if explain:
                     item["score_details"] = dict(hit.scores)
                 results.append(item)
