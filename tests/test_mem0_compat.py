@@ -244,6 +244,15 @@ def test_update_merges_metadata_and_keeps_the_ids(m: Memory, clock: cg.ManualClo
     assert item["updated_at"] == "2023-11-14T22:13:26+00:00" and item["created_at"] == T0_ISO
     assert list(item)[:7] == [
         "id", "memory", "hash", "metadata", "score", "created_at", "updated_at"]
+    assert [(h["event"], h["old_memory"], h["new_memory"]) for h in m.history(r["id"])] == [
+        ("ADD", None, "I prefer vim"),
+        ("UPDATE", "I prefer vim", "I prefer vim"),
+        ("UPDATE", "I prefer vim", "I prefer neovim"),
+    ], "a metadata-only update is an UPDATE of the same text"
+    m.update(r["id"], "I prefer helix", metadata={"c": 3})
+    assert [h["new_memory"] for h in m.history(r["id"])][3:] == ["I prefer helix"], (
+        "a text and metadata change in one update is one row"
+    )
 
 
 def test_expired_memories_are_hidden_until_asked_for(m: Memory, clock: cg.ManualClock) -> None:

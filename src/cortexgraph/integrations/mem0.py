@@ -832,7 +832,8 @@ class Memory:
         Each is mem0's history dict: ``id`` (``<actor>:<journal seq>``), ``memory_id``,
         ``old_memory``, ``new_memory``, ``event`` (``ADD``, ``UPDATE``, ``DELETE``),
         ``created_at``, ``updated_at``, ``is_deleted``, ``actor_id`` and ``role``. A
-        deleted memory keeps its history; an unknown id has none.
+        deleted memory keeps its history; an unknown id has none. A metadata-only update
+        is an ``UPDATE`` whose old and new memory are the same text, as in mem0.
 
         Raises:
             URIError: ``memory_id`` is not a memory id this API hands out.
@@ -849,7 +850,17 @@ class Memory:
             return []
         if MEM0_TAG not in versions[0].memory.tags or versions[0].uri.ns != uri.ns:
             return []
-        payload = self._companion(cx, versions[-1])[1]
+        companion, payload = self._companion(cx, versions[-1])
+        # Payload versions after the first are metadata changes; one written in the same
+        # batch as a text change (the entry right after it) belongs to that change's row.
+        changes: list[tuple[int, int, cg.Record | None]] = [(v.seq, v.at, v) for v in versions]
+        if companion is not None:
+            text_seqs = {v.seq for v in versions}
+            changes += [
+                (p.seq, p.at, None)
+                for p in cx.history(companion.uri)[1:]
+                if p.seq - 1 not in text_seqs
+            ]
         created = _iso(versions[0].created_at)
         rows: list[dict[str, Any]] = []
 
@@ -870,10 +881,10 @@ class Memory:
             )
 
         previous: str | None = None
-        for version in versions:
-            text = version.memory.text
-            row(version.seq, previous, text, "ADD" if version.version == 1 else "UPDATE",
-                version.at)
+        for seq, at, version in sorted(changes, key=lambda change: change[0]):
+            text = previous if version is None else version.memory.text
+            event = "ADD" if version is not None and version.version == 1 else "UPDATE"
+            row(seq, previous, text, event, at)
             previous = text
         if versions[-1].status == "tombstoned":
             for entry in cx.journal(since=versions[-1].seq):
