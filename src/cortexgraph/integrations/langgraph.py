@@ -80,6 +80,7 @@ _SCAN = 1_000_000  # find needs a bound; far above any store's item count
 _MAX_RECALL = 1000  # recall's largest k
 _OPERATORS = frozenset({"$eq", "$ne", "$gt", "$gte", "$lt", "$lte"})
 _MINUTE_MS = 60_000
+_MAX_TTL_MINUTES = 100 * 366 * 24 * 60  # a century; a longer-lived item needs no TTL
 
 
 class IndexEmbedder:
@@ -590,10 +591,12 @@ def _ttl_ms(minutes: object) -> int | None:
         isinstance(minutes, bool)
         or not isinstance(minutes, (int, float))
         or not math.isfinite(minutes)
-        or minutes <= 0
+        or not 0 < minutes <= _MAX_TTL_MINUTES
     ):
         raise ValidationError(
-            f"must be a positive number of minutes or None, not {minutes!r}", field="ttl"
+            f"must be a positive number of minutes up to {_MAX_TTL_MINUTES} or None,"
+            f" not {minutes!r}",
+            field="ttl",
         )
     return max(1, round(minutes * _MINUTE_MS))
 
