@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -176,7 +177,7 @@ def test_agrees_with_in_memory_store(batches: list[list[Op]]) -> None:
                 assert _shape(store.batch(ops)) == _shape(oracle.batch(ops)), ops
 
 
-def test_search_order_is_most_recently_written_first(store: CortexStore, clock: cg.ManualClock) -> None:
+def test_search_order_is_most_recently_written_first(store: CortexStore) -> None:
     """Without a query, search returns the most recently written items first (ties in
     time broken by write order), and an unchanged re-put does not move an item."""
     for key in ("k1", "k2", "k3"):
@@ -205,8 +206,9 @@ def test_list_namespaces_basic(store: CortexStore) -> None:
     ])
     ab = [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i"), ("a", "b", "f")]
     assert store.list_namespaces(prefix=("a", "b")) == ab
-    assert store.list_namespaces(suffix=("f",)) == [("a", "b", "f"), ("a", "c", "f"), ("b", "a", "f")]
-    assert store.list_namespaces(prefix=("a",), suffix=("f",)) == [("a", "b", "f"), ("a", "c", "f")]
+    ending_f = [("a", "b", "f"), ("a", "c", "f"), ("b", "a", "f")]
+    assert store.list_namespaces(suffix=("f",)) == ending_f
+    assert store.list_namespaces(prefix=("a",), suffix=("f",)) == ending_f[:2]
     assert store.list_namespaces(prefix=("a", "b"), max_depth=3) == [
         ("a", "b", "c"), ("a", "b", "d"), ("a", "b", "f")
     ]
@@ -316,7 +318,9 @@ def test_langgraph_label_allowed_below_the_root(store: CortexStore) -> None:
 # -- items, history, times ------------------------------------------------------------------
 
 
-def test_items_carry_journal_times_and_keep_history(store: CortexStore, clock: cg.ManualClock) -> None:
+def test_items_carry_journal_times_and_keep_history(
+    store: CortexStore, clock: cg.ManualClock
+) -> None:
     """created_at is the first write's time and updated_at the current version's, as
     aware UTC datetimes; each change is a new version of one memory, a delete a tombstone,
     and a put after a delete starts a new memory."""
@@ -478,6 +482,33 @@ def test_sweep_and_put_after_expiry(store: CortexStore, clock: cg.ManualClock) -
     tombstones = [e for e in store.cx.journal() if e.op == "tombstone"]
     assert [e.fields["reason"] for e in tombstones] == ["expired", "expired"]
     assert [i.key for i in store.search(("t",))] == ["a", "c"]
+
+
+def test_sweeper_thread_sweeps_until_stopped(store: CortexStore) -> None:
+    """start_ttl_sweeper runs sweep_ttl in a thread at the interval until
+    stop_ttl_sweeper; starting twice returns the same future; a bad interval is refused."""
+    swept = threading.Event()
+    store.sweep_ttl = swept.set  # type: ignore[assignment,method-assign]
+    future = store.start_ttl_sweeper(sweep_interval_minutes=0.0001)
+    assert store.start_ttl_sweeper() is future
+    assert swept.wait(timeout=10)
+    assert store.stop_ttl_sweeper(timeout=10)
+    assert future.done() and future.exception() is None
+    with pytest.raises(cg.ValidationError) as bad:
+        store.start_ttl_sweeper(sweep_interval_minutes=0)
+    assert bad.value.field == "ttl"
+
+
+def test_other_memories_in_the_namespace_are_ignored(store: CortexStore) -> None:
+    """Memories written by other code into the store's namespace are not items: search,
+    list_namespaces and sweep_ttl skip them."""
+    store.cx.write(cg.ArtifactRef(text="notes", content="not json"), ns="langgraph")
+    store.cx.write(cg.Fact(text="a python fact"), ns="langgraph")
+    store.put(("a",), "k", {"text": "python"})
+    assert [i.key for i in store.search(())] == ["k"]
+    assert [i.key for i in store.search((), query="python")] == ["k"]
+    assert store.list_namespaces() == [("a",)]
+    assert store.sweep_ttl() == 0
 
 
 def test_abatch_matches_batch(store: CortexStore) -> None:

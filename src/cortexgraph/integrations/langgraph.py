@@ -35,7 +35,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,6 +182,8 @@ class CortexStore(BaseStore):
         self._fields = _index_fields(index)
         self.ttl_config = _check_ttl_config(ttl)
         self._owned = False
+        self._sweeper: Future[None] | None = None
+        self._stop_sweeping = threading.Event()
 
     @classmethod
     def open(
@@ -221,7 +225,9 @@ class CortexStore(BaseStore):
         return self.cx.path
 
     def close(self) -> None:
-        """Close the cortexgraph store if :meth:`open` opened it (harmless twice)."""
+        """Stop the TTL sweeper, and close the cortexgraph store if :meth:`open` opened
+        it (harmless twice)."""
+        self.stop_ttl_sweeper()
         if self._owned:
             self.cx.close()
 
@@ -294,12 +300,57 @@ class CortexStore(BaseStore):
                     b.tombstone(uri, reason="expired", at=now)
         return len(expired)
 
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
+        """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the TTL
+        config's, else 5) in a daemon thread until :meth:`stop_ttl_sweeper` or
+        :meth:`close`; returns a future that completes when the thread ends (with the
+        exception a sweep raised, if one did). Starting it twice returns the same future.
+
+        Raises:
+            ValidationError: the interval is not a positive number (field ``ttl``).
+        """
+        if self._sweeper is not None and not self._sweeper.done():
+            return self._sweeper
+        minutes = sweep_interval_minutes
+        if minutes is None:
+            minutes = (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        interval = (_ttl_ms(minutes) or 0) / 1000
+        stop = self._stop_sweeping = threading.Event()
+        done: Future[None] = Future()
+
+        def sweep_until_stopped() -> None:
+            try:
+                while not stop.wait(interval):
+                    self.sweep_ttl()
+            except BaseException as exc:  # handed to whoever holds the future
+                done.set_exception(exc)
+            else:
+                done.set_result(None)
+
+        threading.Thread(target=sweep_until_stopped, name="cortexstore-ttl", daemon=True).start()
+        self._sweeper = done
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; returns whether it ended within ``timeout`` seconds
+        (True when none was running)."""
+        if self._sweeper is None:
+            return True
+        self._stop_sweeping.set()
+        try:
+            self._sweeper.exception(timeout=timeout)
+        except TimeoutError:
+            return False
+        self._sweeper = None
+        return True
+
     # -- reads ----------------------------------------------------------------------------
 
     def _records(self, where: Predicate) -> list[Record]:
         """The active item memories matching ``where``, most recently written first."""
-        found = self.cx.find(where & cg.Q.ns(self.ns), limit=_SCAN, order_by="recent")
-        return sorted((hit.record for hit in found.hits), key=lambda r: -r.seq)
+        where = where & cg.Q.type(cg.ArtifactRef) & cg.Q.ns(self.ns)
+        found = self.cx.find(where, limit=_SCAN, order_by="recent")
+        return sorted((hit.record for hit in found.hits if _is_item(hit.record)), key=_newest)
 
     def _lookup(self, namespace: tuple[str, ...], key: str) -> tuple[Record, dict[str, Any]] | None:
         """The live memory holding ``(namespace, key)`` and its decoded content."""
@@ -336,7 +387,9 @@ class CortexStore(BaseStore):
         self, op: SearchOp, now: int, refresh: dict[bytes, cg.MemoryURI]
     ) -> list[SearchItem]:
         prefix = op.namespace_prefix
-        where = cg.Q.tag(_ns_tag(prefix)) if prefix else cg.Q.type(cg.ArtifactRef)
+        where: Predicate = cg.Q.type(cg.ArtifactRef)
+        if prefix:
+            where = where & cg.Q.tag(_ns_tag(prefix))
         scored: Iterable[tuple[Record, float | None]]
         if op.query:
             k = _MAX_RECALL if op.filter else min(_MAX_RECALL, op.offset + op.limit)
@@ -344,7 +397,7 @@ class CortexStore(BaseStore):
                 op.query, k=max(k, 1), where=where & cg.Q.ns(self.ns), mode=self.mode,
                 expand=False, now=now,
             )
-            scored = ((hit.record, float(hit.score)) for hit in hits.hits)
+            scored = ((h.record, float(h.score)) for h in hits.hits if _is_item(h.record))
         else:
             scored = ((record, None) for record in self._records(where))
         kept: list[SearchItem] = []
@@ -612,6 +665,18 @@ def _key_tag(namespace: tuple[str, ...], key: str) -> str:
 
 def _ns_tag(prefix: tuple[str, ...]) -> str:
     return "lgn-" + _hash(list(prefix))
+
+
+def _is_item(record: Record) -> bool:
+    """Whether a memory is a LangGraph item (another memory may share the namespace)."""
+    memory = record.memory
+    return getattr(memory, "media_type", None) == MEDIA_TYPE and any(
+        tag.startswith("lgk-") for tag in memory.tags
+    )
+
+
+def _newest(record: Record) -> int:
+    return -record.seq
 
 
 def _decode(record: Record) -> dict[str, Any]:
