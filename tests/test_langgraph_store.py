@@ -511,6 +511,44 @@ def test_other_memories_in_the_namespace_are_ignored(store: CortexStore) -> None
     assert store.sweep_ttl() == 0
 
 
+def test_threads_putting_one_new_key_make_one_item(store: CortexStore) -> None:
+    """Graph nodes run in parallel threads: eight threads putting the same new key at once
+    leave one live memory for it (a put's look-up and write are not interleaved)."""
+    start = threading.Barrier(8)
+
+    def put(i: int) -> None:
+        start.wait()
+        store.put(("shared",), "k", {"by": i})
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    live = store.cx.find(cg.Q.type(cg.ArtifactRef), limit=20).hits
+    assert len(live) == 1 and len(store.search(("shared",))) == 1
+
+
+def test_a_duplicate_from_another_process_is_shadowed_then_retired(store: CortexStore) -> None:
+    """Two processes that put one new key at the same moment each write a memory for it:
+    the newest is the item (get, search and listing show it once), and the next put of
+    the key tombstones the older one (reason "duplicate")."""
+    store.put(("a",), "k", {"n": 1})
+    (first,) = store.cx.find(cg.Q.type(cg.ArtifactRef), limit=5).hits
+    old = first.record.memory
+    content = old.content.replace('"n":1', '"n":2')  # type: ignore[union-attr]
+    store.cx.write(cg.ArtifactRef(text=old.text, content=content, media_type=old.media_type,  # type: ignore[attr-defined]
+                                  tags=old.tags), ns="langgraph")
+    assert store.get(("a",), "k").value == {"n": 2}  # type: ignore[union-attr]
+    assert [i.value for i in store.search(("a",))] == [{"n": 2}]
+    store.put(("a",), "k", {"n": 3})
+    tombstones = [e for e in store.cx.journal() if e.op == "tombstone"]
+    assert [(e.fields["id"], e.fields["reason"]) for e in tombstones] == [
+        (first.uri.id, "duplicate")
+    ]
+    assert [i.value for i in store.search(("a",))] == [{"n": 3}]
+
+
 def test_abatch_matches_batch(store: CortexStore) -> None:
     """abatch runs the same ops with the same results (through aput, aget, asearch)."""
     asyncio.run(store.aput(("a",), "k", {"n": 1}))

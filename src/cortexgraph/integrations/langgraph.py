@@ -183,6 +183,7 @@ class CortexStore(BaseStore):
         self.ttl_config = _check_ttl_config(ttl)
         self._owned = False
         self._sweeper: Future[None] | None = None
+        self._lock = threading.Lock()
         self._stop_sweeping = threading.Event()
 
     @classmethod
@@ -250,6 +251,10 @@ class CortexStore(BaseStore):
         ops = list(ops)
         for op in ops:
             _check_op(op)
+        with self._lock:  # a put's look-up and its write must not interleave with another's
+            return self._run(ops)
+
+    def _run(self, ops: list[Op]) -> list[Result]:
         now = self.cx.clock.now_ms()
         puts: dict[tuple[tuple[str, ...], str], tuple[PutOp, str, str]] = {}
         for op in ops:
@@ -288,17 +293,18 @@ class CortexStore(BaseStore):
         """Tombstone every expired item (reason ``"expired"``), in one batch; returns
         how many. Expired items are already invisible; sweeping frees their keys' index
         entries and records the expiry in the journal."""
-        now = self.cx.clock.now_ms()
-        expired = [
-            record.uri
-            for record in self._records(cg.Q.type(cg.ArtifactRef))
-            if self._expired(record, _decode(record), now)
-        ]
-        if expired:
-            with self.cx.batch() as b:
-                for uri in expired:
-                    b.tombstone(uri, reason="expired", at=now)
-        return len(expired)
+        with self._lock:
+            now = self.cx.clock.now_ms()
+            expired = [
+                record.uri
+                for record in self._records(cg.Q.type(cg.ArtifactRef))
+                if self._expired(record, _decode(record), now)
+            ]
+            if expired:
+                with self.cx.batch() as b:
+                    for uri in expired:
+                        b.tombstone(uri, reason="expired", at=now)
+            return len(expired)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> Future[None]:
         """Run :meth:`sweep_ttl` every ``sweep_interval_minutes`` (default: the TTL
@@ -352,13 +358,22 @@ class CortexStore(BaseStore):
         found = self.cx.find(where, limit=_SCAN, order_by="recent")
         return sorted((hit.record for hit in found.hits if _is_item(hit.record)), key=_newest)
 
-    def _lookup(self, namespace: tuple[str, ...], key: str) -> tuple[Record, dict[str, Any]] | None:
-        """The live memory holding ``(namespace, key)`` and its decoded content."""
-        for record in self._records(cg.Q.tag(_key_tag(namespace, key))):
-            content = _decode(record)
-            if tuple(content["namespace"]) == namespace and content["key"] == key:
-                return record, content
-        return None
+    def _lookup(
+        self, namespace: tuple[str, ...], key: str
+    ) -> tuple[Record, dict[str, Any], list[cg.MemoryURI]] | None:
+        """The live memory holding ``(namespace, key)``, its decoded content, and any
+        older live memories of the same key (two processes that put a new key at once
+        each write one; the newest is the item, and the next put retires the others)."""
+        found = [
+            (record, content)
+            for record in self._records(cg.Q.tag(_key_tag(namespace, key)))
+            if tuple((content := _decode(record))["namespace"]) == namespace
+            and content["key"] == key
+        ]
+        if not found:
+            return None
+        (record, content), *stale = found
+        return record, content, [older.uri for older, _ in stale]
 
     def _expired(self, record: Record, content: Mapping[str, Any], now: int) -> bool:
         ttl = content.get("ttl")
@@ -377,7 +392,7 @@ class CortexStore(BaseStore):
         found = self._lookup(op.namespace, op.key)
         if found is None or self._expired(found[0], found[1], now):
             return None
-        record, content = found
+        record, content, _ = found
         if op.refresh_ttl and content.get("ttl") is not None:
             refresh[record.uri.id] = record.uri
         item: Item = _item(Item, record, content)
@@ -402,12 +417,17 @@ class CortexStore(BaseStore):
             scored = ((record, None) for record in self._records(where))
         kept: list[SearchItem] = []
         seen = 0
+        items: set[tuple[tuple[str, ...], str]] = set()
         for record, score in scored:
             if len(kept) == op.limit:
                 break
             content = self._visible(record, now)
             if content is None or tuple(content["namespace"][: len(prefix)]) != prefix:
                 continue
+            item = (tuple(content["namespace"]), content["key"])
+            if item in items:  # an older duplicate (see _lookup)
+                continue
+            items.add(item)
             if op.filter and not all(
                 _matches(content["value"].get(field), wanted)
                 for field, wanted in op.filter.items()
@@ -467,14 +487,15 @@ class CortexStore(BaseStore):
 
     def _current(
         self, namespace: tuple[str, ...], key: str, now: int
-    ) -> tuple[Record, bool, bool] | None:
-        """The live memory of ``(namespace, key)``, whether it expired, and whether it
-        has a TTL."""
+    ) -> tuple[Record, bool, bool, list[cg.MemoryURI]] | None:
+        """The live memory of ``(namespace, key)``, whether it expired, whether it has a
+        TTL, and the older duplicates to retire."""
         found = self._lookup(namespace, key)
         if found is None:
             return None
-        record, content = found
-        return record, self._expired(record, content, now), content.get("ttl") is not None
+        record, content, stale = found
+        expired = self._expired(record, content, now)
+        return record, expired, content.get("ttl") is not None, stale
 
     def _apply_put(
         self,
@@ -483,12 +504,14 @@ class CortexStore(BaseStore):
         op: PutOp,
         text: str,
         content: str,
-        found: tuple[Record, bool, bool] | None,
+        found: tuple[Record, bool, bool, list[cg.MemoryURI]] | None,
         now: int,
         refresh: dict[bytes, cg.MemoryURI],
     ) -> None:
         if found is not None:
-            record, expired, had_ttl = found
+            record, expired, had_ttl, stale = found
+            for uri in stale:
+                b.tombstone(uri, reason="duplicate", at=now)
             refresh.pop(record.uri.id, None)  # a write restarts the timer itself
             if op.value is None:
                 b.tombstone(record.uri, reason="deleted", at=now)
