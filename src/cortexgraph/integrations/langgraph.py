@@ -197,7 +197,7 @@ class CortexStore(BaseStore):
         ns: str = "langgraph",
         mode: str | None = None,
         clock: cg.Clock | None = None,
-        embedder: Any = None,
+        embedder: cg.Embedder | None = None,
         sync: bool = True,
     ) -> CortexStore:
         """Open (or create) the store of ``actor`` under ``root`` as a ``CortexStore``.
