@@ -485,3 +485,13 @@ def test_http_embedder_without_httpx_says_how_to_install(monkeypatch: pytest.Mon
     with pytest.raises(MissingExtraError, match=r"pip install 'cortexgraph\[http\]'") as info:
         HttpEmbedder("http://127.0.0.1:9", model="m")
     assert info.value.extra == "http"
+
+
+def test_an_unknown_recorded_embedder_is_named_whatever_its_dimension() -> None:
+    """A store's recorded embedder that cannot be made without arguments (here a small
+    custom one) is reported as such, not as a hashing embedder of a bad dimension."""
+    from cortexgraph.embed import embedder_for
+
+    with pytest.raises(ValidationError, match="custom:2") as caught:
+        embedder_for({"name": "custom:2", "dim": 2})
+    assert caught.value.field == "embedder"

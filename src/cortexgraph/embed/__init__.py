@@ -56,7 +56,7 @@ def embedder_for(spec: dict[str, object]) -> Embedder:
             open it with ``embedder=...``.
     """
     name, dim = spec.get("name"), spec.get("dim")
-    if type(dim) is int and name == HashEmbedder(dim).name:
+    if type(dim) is int and name == f"hash-v1-{dim}":  # HashEmbedder(dim).name, unbuilt
         return HashEmbedder(dim)
     if name == LocalEmbedder.name and dim == LocalEmbedder.dim:
         return LocalEmbedder()
