@@ -420,7 +420,7 @@ def _add_tools(server: MCPServer[None], store: _Store) -> None:
         expected_version: int | None = None,
     ) -> UriResult:
         """Write a new version of a memory with the fields given changed."""
-        changes = {
+        changes: dict[str, Any] = {
             key: value
             for key, value in (
                 ("text", text),
