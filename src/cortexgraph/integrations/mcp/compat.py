@@ -34,7 +34,7 @@ is created once, and text is stored in Unicode NFC.
 import hashlib
 import json
 import re
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from pydantic import BaseModel, ConfigDict, Field
@@ -307,7 +307,11 @@ def add_memory_server_tools(server: MCPServer[None], store: _Store) -> None:
         " knowledge graph"
     )
     @tool_errors
-    async def delete_entities(entityNames: list[str]) -> DeleteResult:
+    async def delete_entities(
+        entityNames: Annotated[
+            list[str], Field(description="An array of entity names to delete")
+        ],
+    ) -> DeleteResult:
         snapshot = _Snapshot(store.cx)
         names = set(entityNames)
         doomed = [
@@ -349,10 +353,13 @@ def add_memory_server_tools(server: MCPServer[None], store: _Store) -> None:
     @server.tool(description="Search for nodes in the knowledge graph based on a query")
     @tool_errors
     async def search_nodes(
-        query: str = Field(
-            description="The search query to match against entity names, types, and"
-            " observation content"
-        ),
+        query: Annotated[
+            str,
+            Field(
+                description="The search query to match against entity names, types, and"
+                " observation content"
+            ),
+        ],
     ) -> Graph:
         snapshot = _Snapshot(store.cx)
         needle = query.lower()
@@ -367,5 +374,7 @@ def add_memory_server_tools(server: MCPServer[None], store: _Store) -> None:
 
     @server.tool(description="Open specific nodes in the knowledge graph by their names")
     @tool_errors
-    async def open_nodes(names: list[str]) -> Graph:
+    async def open_nodes(
+        names: Annotated[list[str], Field(description="An array of entity names to retrieve")],
+    ) -> Graph:
         return _Snapshot(store.cx).graph(set(names))
