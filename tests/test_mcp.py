@@ -5,7 +5,9 @@ in-process, the resources, bad arguments as tool errors with the store unchanged
 from __future__ import annotations
 
 import base64
+import json
 import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -23,6 +25,7 @@ from cortexgraph.merkle import MemoryProof, verify_memory_proof
 
 T0 = 1_700_000_000_000
 SRC = str(Path(__file__).resolve().parent.parent / "src")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
 def serve(
@@ -264,15 +267,31 @@ def test_cli_refuses_a_bad_store_and_a_bad_port(
     assert exc.value.code == 2
 
 
-def test_stdio_subprocess_remember_recall_prove_scope(tmp_path: Path) -> None:
-    """``python -m cortexgraph.cli mcp`` launched over stdio serves remember, recall,
-    prove and scope; the proof and the scope bundle verify against ``root``."""
-    env = {**os.environ, "PYTHONPATH": SRC}
-    params = mcp.StdioServerParameters(
+def doc_configs() -> list[dict[str, Any]]:
+    """The MCP client configurations ``docs/integrations.md`` shows, in order."""
+    text = (DOCS / "integrations.md").read_text(encoding="utf-8")
+    section = text.split("## MCP\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```json\n(.*?)```", section, flags=re.DOTALL)
+    return [json.loads(block)["mcpServers"] for block in blocks]
+
+
+def launch(config: dict[str, Any], root: Path) -> mcp.StdioServerParameters:
+    """A documented server entry as stdio parameters: ``cortexgraph`` run as
+    ``python -m cortexgraph.cli`` from this checkout, the store under ``root``."""
+    assert config["command"] == "cortexgraph"
+    args = list(config["args"])
+    args[args.index("--root") + 1] = str(root)
+    return mcp.StdioServerParameters(
         command=sys.executable,
-        args=["-m", "cortexgraph.cli", "mcp", "--root", str(tmp_path), "--actor", "agent"],
-        env=env,
+        args=["-m", "cortexgraph.cli", *args],
+        env={**os.environ, "PYTHONPATH": SRC},
     )
+
+
+def test_stdio_subprocess_remember_recall_prove_scope(tmp_path: Path) -> None:
+    """The documented client configuration, launched over stdio, serves remember,
+    recall, prove and scope; the proof and the scope bundle verify against ``root``."""
+    params = launch(doc_configs()[0]["cortexgraph"], tmp_path)
 
     async def go() -> None:
         async with mcp.Client(params) as client:
@@ -289,5 +308,36 @@ def test_stdio_subprocess_remember_recall_prove_scope(tmp_path: Path) -> None:
             assert [str(r.uri) for r in view] == [uri]
 
     anyio.run(go)
-    with cg.open(tmp_path, "agent") as cx:  # the subprocess's write is durable
+    with cg.open(tmp_path, "assistant") as cx:  # the subprocess's write is durable
         assert cx.seq == 1
+
+
+def test_documented_compat_configuration_serves_the_memory_server_tools(tmp_path: Path) -> None:
+    """The documented ``--compat memory-server`` configuration, launched over stdio,
+    serves the reference server's tools (and only those) on the same store."""
+    params = launch(doc_configs()[1]["memory"], tmp_path)
+    entity = {"name": "Alice", "entityType": "person", "observations": ["Likes tea"]}
+
+    async def go() -> None:
+        async with mcp.Client(params) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert "create_entities" in names and "remember" not in names
+            await call(client, "create_entities", entities=[entity])
+            assert await call(client, "read_graph") == {"entities": [entity], "relations": []}
+
+    anyio.run(go)
+
+
+def test_streamable_http_binds_the_loopback_interface(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--transport streamable-http`` serves on 127.0.0.1 only, on the port given."""
+    from mcp.server.mcpserver import MCPServer
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(
+        MCPServer, "run", lambda self, transport, **kw: calls.append((transport, kw))
+    )
+    argv = ["mcp", "--root", str(tmp_path), "--actor", "agent"]
+    assert main([*argv, "--transport", "streamable-http", "--port", "8765"]) == 0
+    assert calls == [("streamable-http", {"host": "127.0.0.1", "port": 8765})]
