@@ -245,6 +245,23 @@ def test_bad_arguments_are_tool_errors_and_change_nothing(tmp_path: Path) -> Non
     serve(tmp_path, script)
 
 
+def test_concurrent_clients_share_one_handle(tmp_path: Path) -> None:
+    """Two clients connected to one server at once use the one store handle the
+    process may hold (the second does not fail to open it), each sees the other's
+    writes, and the handle is closed when the last one leaves."""
+    server = build_server(tmp_path, "agent", clock=cg.ManualClock(T0))
+
+    async def go() -> tuple[int, int]:
+        async with mcp.Client(server) as a, mcp.Client(server) as b:
+            await call(a, "remember", text="written through a")
+            await call(b, "remember", text="written through b")
+            return (await call(a, "root"))["seq"], (await call(b, "root"))["seq"]
+
+    assert anyio.run(go) == (2, 2)
+    with cg.open(tmp_path, "agent") as cx:  # closed: this process can open it again
+        assert cx.seq == 2
+
+
 def test_unknown_compat_mode_is_refused(tmp_path: Path) -> None:
     """``build_server`` names the compatibility modes it knows instead of serving a
     tool set nobody asked for."""

@@ -22,6 +22,7 @@ from typing_extensions import TypedDict
 
 import cortexgraph as cg
 from cortexgraph.cli.output import record_json
+from cortexgraph.io import readable
 
 __all__ = ["COMPAT_MODES", "Filter", "build_server"]
 
@@ -203,13 +204,19 @@ class ScopeResult(TypedDict):
 
 
 class _Store:
-    """The one handle a server process holds, opened by the lifespan."""
+    """The one handle a server process holds, opened by the lifespan.
+
+    The handle is shared: every connection that enters the lifespan while it is open
+    (several in-process clients, say) uses it, and the last one out closes it, since a
+    process may hold an LMDB environment only once.
+    """
 
     def __init__(self, root: str | os.PathLike[str], actor: str, options: dict[str, Any]):
         self.root = root
         self.actor = actor
         self.options = options
         self._cx: cg.Cortex | None = None
+        self._users = 0
 
     @property
     def cx(self) -> cg.Cortex:
@@ -219,12 +226,16 @@ class _Store:
 
     @asynccontextmanager
     async def lifespan(self, _server: object) -> AsyncIterator[None]:
-        self._cx = cg.open(self.root, self.actor, **self.options)
+        if self._cx is None:
+            self._cx = cg.open(self.root, self.actor, **self.options)
+        self._users += 1
         try:
             yield
         finally:
-            cx, self._cx = self._cx, None
-            cx.close()
+            self._users -= 1
+            if self._users == 0:
+                cx, self._cx = self._cx, None
+                cx.close()
 
 
 def tool_errors(fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
@@ -243,17 +254,6 @@ def tool_errors(fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
     return run
-
-
-def _hex(value: Any) -> Any:
-    """``value`` with every ``bytes`` in it as hex, lists, tuples and dicts walked."""
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, dict):
-        return {k: _hex(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_hex(v) for v in value]
-    return value
 
 
 def _require_filter(where: Filter, field: str) -> Any:
@@ -512,7 +512,7 @@ def _add_tools(server: MCPServer[None], store: _Store) -> None:
         """A proof that a memory version is committed by the current root (check it with
         cortexgraph.merkle.verify_memory_proof against the root you trust)."""
         proof = store.cx.prove(uri)
-        fields = _hex(attrs.asdict(proof, recurse=False))
+        fields = readable(attrs.asdict(proof, recurse=False))
         fields["uri"] = str(proof.uri)
         return {"uri": str(proof.uri), "overall_root": proof.overall_root.hex(), "proof": fields}
 
@@ -561,7 +561,7 @@ def _add_resources(server: MCPServer[None], store: _Store) -> None:
     def current_root() -> str:
         """The store's current roots (as the root tool returns them)."""
         manifest = store.cx.roots()
-        data = _hex(attrs.asdict(manifest))
+        data = readable(attrs.asdict(manifest))
         del data["at"]
         return json.dumps(data, sort_keys=True)
 
