@@ -211,3 +211,39 @@ def test_mapping_keeps_the_audit_trail_and_survives_a_restart(tmp_path: Path) ->
         assert [(n.relation, cx.resolve(n.uri).memory.text) for n in observed] == [
             ("refines", "Speaks fluent Spanish")
         ]
+
+
+def test_what_a_memory_cannot_hold_is_a_tool_error_that_writes_nothing(tmp_path: Path) -> None:
+    """An empty observation, an empty name, a name too long for the summary, a missing
+    required field and a wrong type each come back as a tool error; the calls are
+    all or nothing, so the graph and the journal are as before."""
+
+    async def script(client: mcp.Client) -> tuple[Any, list[str]]:
+        await call(client, "create_entities", entities=[JOHN])
+        before = await call(client, "read_graph")
+        bad: list[tuple[str, dict[str, Any], str]] = [
+            ("create_entities", {"entities": [ANTHROPIC, {**JOHN, "name": "Ann",
+                                 "observations": ["ok", ""]}]}, "ValidationError"),
+            ("create_entities", {"entities": [{**ANTHROPIC, "name": ""}]}, "ValidationError"),
+            ("create_entities", {"entities": [{**ANTHROPIC, "name": "x" * 1100}]},
+             "ValidationError"),
+            ("add_observations", {"observations": [{"entityName": "John_Smith",
+                                  "contents": ["fine", ""]}]}, "ValidationError"),
+            ("create_relations", {"relations": [{**WORKS_AT, "to": "y" * 1100}]},
+             "ValidationError"),
+            ("create_entities", {"entities": [{"name": "NoType", "observations": []}]},
+             "validation error"),
+            ("delete_entities", {"entityNames": "John_Smith"}, "validation error"),
+        ]  # fmt: skip
+        texts = []
+        for tool, arguments, kind in bad:
+            result = await client.call_tool(tool, arguments)
+            assert result.is_error, (tool, arguments)
+            texts.append(result.content[0].text)  # type: ignore[union-attr]
+            assert kind in texts[-1], (tool, texts[-1])
+        assert await call(client, "read_graph") == before
+        return before, texts
+
+    serve(tmp_path, script)
+    with cg.open(tmp_path, "agent") as cx:  # John and his one observation, nothing else
+        assert [e.op for e in cx.journal()] == ["write", "write", "edge"]

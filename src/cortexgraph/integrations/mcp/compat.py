@@ -26,9 +26,11 @@ already on the entity are not added again; ``add_observations`` on a missing ent
 fails (nothing is written); deleting what does not exist is not an error; deleting an
 entity deletes its observations and every relation from or to it; ``search_nodes``
 matches the query case-insensitively in names, types and observations, and the graph
-tools return the relations between the entities they return. Two differences: a name
+tools return the relations between the entities they return. The differences: a name
 repeated within one ``create_entities`` (or a relation within one ``create_relations``)
-is created once, and text is stored in Unicode NFC.
+is created once; text is stored in Unicode NFC; and what a memory cannot hold (an empty
+name or observation, a name or relation longer than a summary's 1,024 characters) is a
+tool error that writes nothing.
 """
 
 import hashlib
@@ -42,7 +44,7 @@ from typing_extensions import TypedDict
 
 import cortexgraph as cg
 
-from .server import _Store, tool_errors
+from .store import Store, tool_errors
 
 __all__ = ["NS", "add_memory_server_tools"]
 
@@ -206,7 +208,7 @@ def _fact(text: str, *, summary: str | None = None, tags: list[str]) -> Any:
 # -- the tools --------------------------------------------------------------------------
 
 
-def add_memory_server_tools(server: MCPServer[None], store: _Store) -> None:
+def add_memory_server_tools(server: MCPServer[None], store: Store) -> None:
     """Register the reference memory server's nine tools on ``server``."""
 
     def observe(batch: cg.Batch, entity: cg.MemoryURI, name: str, text: str) -> None:

@@ -8,15 +8,12 @@ is unchanged, since every verb validates before it writes.
 """
 
 import base64
-import functools
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
-from typing import Any, Literal, ParamSpec, TypeVar
+from typing import Any, Literal
 
 import attrs
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
@@ -24,14 +21,13 @@ import cortexgraph as cg
 from cortexgraph.cli.output import record_json
 from cortexgraph.io import readable
 
+from .compat import add_memory_server_tools
+from .store import Store, tool_errors
+
 __all__ = ["COMPAT_MODES", "Filter", "build_server"]
 
 #: what ``--compat`` accepts: the tool sets of other memory servers this one can stand in for
 COMPAT_MODES = ("memory-server",)
-
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
-
 
 # -- argument and result shapes -----------------------------------------------------------
 
@@ -200,62 +196,6 @@ class ScopeResult(TypedDict):
     overall_root: str
 
 
-# -- the store and the error boundary -----------------------------------------------------
-
-
-class _Store:
-    """The one handle a server process holds, opened by the lifespan.
-
-    The handle is shared: every connection that enters the lifespan while it is open
-    (several in-process clients, say) uses it, and the last one out closes it, since a
-    process may hold an LMDB environment only once.
-    """
-
-    def __init__(self, root: str | os.PathLike[str], actor: str, options: dict[str, Any]):
-        self.root = root
-        self.actor = actor
-        self.options = options
-        self._cx: cg.Cortex | None = None
-        self._users = 0
-
-    @property
-    def cx(self) -> cg.Cortex:
-        if self._cx is None:
-            raise cg.CortexError("the store is not open (the server's lifespan has not started)")
-        return self._cx
-
-    @asynccontextmanager
-    async def lifespan(self, _server: object) -> AsyncIterator[None]:
-        if self._cx is None:
-            self._cx = cg.open(self.root, self.actor, **self.options)
-        self._users += 1
-        try:
-            yield
-        finally:
-            self._users -= 1
-            if self._users == 0:
-                cx, self._cx = self._cx, None
-                cx.close()
-
-
-def tool_errors(fn: Callable[_P, Awaitable[_T]]) -> Callable[_P, Awaitable[_T]]:
-    """Turn a ``CortexError`` raised by ``fn`` into a tool error naming its type.
-
-    The SDK reports a ``ToolError`` to the client as ``is_error`` with its text and
-    logs it without a traceback; anything else would be reported as a crash with the
-    message withheld, which tells the model nothing it could correct.
-    """
-
-    @functools.wraps(fn)
-    async def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
-        try:
-            return await fn(*args, **kwargs)
-        except cg.CortexError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-    return run
-
-
 def _require_filter(where: Filter, field: str) -> Any:
     predicate = where.predicate()
     if predicate is None:
@@ -301,7 +241,7 @@ def build_server(
     options: dict[str, Any] = {"clock": clock, "sync": True, "embed_on_write": True}
     if embedder is not None:
         options["embedder"] = embedder
-    store = _Store(root, actor, options)
+    store = Store(root, actor, options)
     server: MCPServer[None] = MCPServer(
         name,
         instructions=(
@@ -316,13 +256,11 @@ def build_server(
         _add_tools(server, store)
         _add_resources(server, store)
     else:
-        from .compat import add_memory_server_tools
-
         add_memory_server_tools(server, store)
     return server
 
 
-def _add_tools(server: MCPServer[None], store: _Store) -> None:
+def _add_tools(server: MCPServer[None], store: Store) -> None:
     @server.tool()
     @tool_errors
     async def remember(
@@ -554,7 +492,7 @@ def _add_tools(server: MCPServer[None], store: _Store) -> None:
         }
 
 
-def _add_resources(server: MCPServer[None], store: _Store) -> None:
+def _add_resources(server: MCPServer[None], store: Store) -> None:
     import json
 
     @server.resource("cx://root", name="root", mime_type="application/json")
