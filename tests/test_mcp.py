@@ -5,6 +5,7 @@ in-process, the resources, bad arguments as tool errors with the store unchanged
 from __future__ import annotations
 
 import base64
+import importlib
 import json
 import os
 import re
@@ -343,6 +344,21 @@ def test_documented_compat_configuration_serves_the_memory_server_tools(tmp_path
             assert await call(client, "read_graph") == {"entities": [entity], "relations": []}
 
     anyio.run(go)
+
+
+def test_without_the_extra_the_command_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the mcp SDK, importing the server is a ``MissingExtraError`` naming the
+    extra, and ``cortexgraph mcp`` exits 1 with that message instead of a traceback."""
+    for name in [n for n in sys.modules if n.startswith("cortexgraph.integrations.mcp")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # ``import mcp`` raises ImportError
+    with pytest.raises(cg.MissingExtraError, match=r"cortexgraph\[mcp\]") as exc:
+        importlib.import_module("cortexgraph.integrations.mcp")
+    assert exc.value.extra == "mcp"
+    assert main(["mcp", "--root", str(tmp_path), "--actor", "agent"]) == 1
+    assert "pip install 'cortexgraph[mcp]'" in capsys.readouterr().err
 
 
 def test_streamable_http_binds_the_loopback_interface(

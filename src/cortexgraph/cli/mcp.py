@@ -2,7 +2,8 @@
 or streamable HTTP on 127.0.0.1, through :func:`cortexgraph.integrations.mcp.build_server`.
 
 The ``mcp`` SDK is imported when the command runs, so the parser (and ``--help``) work
-without the ``mcp`` extra; without it the command fails with ``MissingExtraError``.
+without the ``mcp`` extra; without it the command fails with ``MissingExtraError``
+(exit status 1) saying how to install it.
 """
 
 from __future__ import annotations
@@ -53,16 +54,8 @@ def add_mcp_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def cmd_mcp(args: argparse.Namespace, out: Output) -> int:
     """Run the server until the client disconnects (stdio) or the process is stopped."""
-    from .. import MissingExtraError
-
-    try:
-        from ..integrations.mcp import build_server
-    except ImportError as exc:  # the mcp extra is not installed
-        raise MissingExtraError(
-            f"`cortexgraph mcp` needs the mcp extra: pip install 'cortexgraph[mcp]' ({exc})",
-            extra="mcp",
-        ) from exc
     from .. import open as open_store
+    from ..integrations.mcp import build_server  # MissingExtraError without the mcp extra
 
     # open once before serving, so that a bad root or actor, or a store another process
     # holds, is a plain error and exit status 1 rather than a failure inside the transport

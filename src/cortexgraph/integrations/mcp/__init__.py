@@ -11,6 +11,17 @@ The store is opened in the server's lifespan, once per process, and every write 
 synced (durable) before the tool answers. ``docs/integrations.md`` documents the tools.
 """
 
+from cortexgraph.errors import MissingExtraError
+
+try:
+    import mcp as _sdk  # noqa: F401 - only checked for: the modules below import from it
+except ImportError as exc:
+    raise MissingExtraError(
+        "the MCP server needs the 'mcp' extra (the mcp SDK is missing):"
+        " pip install 'cortexgraph[mcp]'",
+        extra="mcp",
+    ) from exc
+
 from .server import COMPAT_MODES, Filter, build_server
 
 __all__ = ["COMPAT_MODES", "Filter", "build_server"]
