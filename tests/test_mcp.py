@@ -82,6 +82,7 @@ def test_tools_have_typed_schemas_and_structured_results(tmp_path: Path) -> None
     assert remember["required"] == ["text"]
     assert remember["properties"]["text"]["type"] == "string"
     assert remember["properties"]["pinned"]["type"] == "boolean"
+    assert remember["properties"]["type"]["enum"][0] == "fact"
     recall = tools["recall"].input_schema["properties"]
     assert recall["mode"]["enum"] == ["keyword", "vector", "hybrid"]
     assert tools["find"].input_schema["required"] == ["where"]
@@ -213,7 +214,7 @@ def test_bad_arguments_are_tool_errors_and_change_nothing(tmp_path: Path) -> Non
         unknown = uri.rsplit("/", 1)[0] + "/" + "0" * 32
         cases: list[tuple[str, dict[str, Any], str]] = [
             ("remember", {"text": ""}, "ValidationError"),
-            ("remember", {"text": "x", "type": "nonsense"}, "ValidationError"),
+            ("remember", {"text": "x", "type": "nonsense"}, "validation error"),  # the enum
             ("remember", {"text": "x", "priority": 11}, "ValidationError"),
             ("remember", {"text": "x", "confidence": 2.0}, "ValidationError"),
             ("remember", {"text": "x", "tags": ["t" * 65]}, "ValidationError"),

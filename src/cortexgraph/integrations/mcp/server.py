@@ -265,7 +265,7 @@ def _add_tools(server: MCPServer[None], store: Store) -> None:
     @tool_errors
     async def remember(
         text: str,
-        type: str = "fact",
+        type: Literal["fact", "goal", "preference", "constraint", "pattern", "event"] = "fact",
         tags: list[str] | None = None,
         ns: str = "default",
         summary: str | None = None,
