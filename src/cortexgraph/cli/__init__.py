@@ -26,6 +26,7 @@ from .claude_code import add_claude_code_parser
 from .extract import add_extract_parser
 from .hook import add_hook_parser
 from .index_code import add_index_code_parser
+from .mcp import add_mcp_parser
 from .output import Output, fail
 
 __all__ = ["main"]
@@ -308,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_claude_code_parser(sub, common)
     add_hook_parser(sub, common)
     add_index_code_parser(sub, common)
+    add_mcp_parser(sub, common)
     return parser
 
 
