@@ -35,6 +35,11 @@ HEAVY = [
     "lmdb",
     "tqdm",
     "sqlite3",
+    "mcp",
+    "langgraph",
+    "langchain_core",
+    "pydantic",
+    "anyio",
 ]
 
 
