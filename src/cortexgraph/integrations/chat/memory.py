@@ -223,27 +223,28 @@ class ChatMemory:
         """Record several messages in one batch (all or none), in the order given; each
         tuple holds :meth:`append`'s arguments."""
         checked = [self._check_message(*message) for message in messages]
-        states = {name: pair for name, pair in self._channels.items()}
+        states: dict[str, tuple[cg.MemoryURI | None, ChannelState]] = dict(self._channels)
         written: list[tuple[cg.MemoryURI, Any]] = []
         with self.cx.batch() as batch:
-            for memory, meta in checked:
+            for channel, memory, meta in checked:
                 uri = batch.write(memory, ns=self.ns, at=memory.occurred_at)
                 written.append((uri, meta))
-                states[memory.channel] = self._next_state(states.get(memory.channel), memory)
-            for name, (uri, state) in states.items():
-                if self._channels.get(name) == (uri, state):
+                states[channel] = self._next_state(states.get(channel), memory)
+            saved = dict(self._channels)
+            for name, (ref, state) in states.items():
+                if self._channels.get(name) == (ref, state):
                     continue
                 body = state.to_json()
-                if uri is None:
-                    uri = batch.write(
+                if ref is None:
+                    ref = batch.write(
                         cg.Event(text=body, channel=name, kind="channel-state",
                                  tags=[CHANNEL_TAG]),
                         ns=self.ns, at=state.last_message_at,
                     )
                 else:
-                    uri = batch.update(uri, at=state.last_message_at, text=body)
-                states[name] = (uri, state)
-        self._channels = states
+                    ref = batch.update(ref, at=state.last_message_at, text=body)
+                saved[name] = (ref, state)
+        self._channels = saved
         return [_message(self.cx.resolve(uri), meta) for uri, meta in written]
 
     def _check_message(
@@ -254,7 +255,7 @@ class ChatMemory:
         content: object,
         at: object,
         metadata: object = None,
-    ) -> tuple[cg.Event, dict[str, Any]]:
+    ) -> tuple[str, cg.Event, dict[str, Any]]:
         channel = check_channel(channel)
         if role not in ROLES:
             raise ValidationError(f"must be one of {', '.join(ROLES)}, not {role!r}",
@@ -281,11 +282,11 @@ class ChatMemory:
             summary=canonical_json(meta) if meta else None,
             tags=[MESSAGE_TAG, channel_tag(channel)],
         )
-        return memory, meta
+        return channel, memory, meta
 
     def _next_state(
-        self, current: tuple[cg.MemoryURI, ChannelState] | None, memory: cg.Event
-    ) -> Any:
+        self, current: tuple[cg.MemoryURI | None, ChannelState] | None, memory: cg.Event
+    ) -> tuple[cg.MemoryURI | None, ChannelState]:
         assert memory.channel is not None and memory.occurred_at is not None
         uri, state = current if current is not None else (None, None)
         unread = state.unread if state is not None else 0
@@ -510,7 +511,7 @@ class ChatMemory:
         item = self._processing(item_id)
         error = _check_text(error, "error")
         when = self.cx.clock.now_ms() if at is None else _check_ms(at, "at")
-        state = "failed" if item.attempts >= self.max_attempts else "pending"
+        state: QueueState = "failed" if item.attempts >= self.max_attempts else "pending"
         with self.cx.batch() as batch:
             item = self._queue_put(batch, item, state, when, error=error[:500])
         if state == "failed":
