@@ -9,12 +9,14 @@ the model its memory tools. The guide is ``docs/chat.md``.
 from cortexgraph.integrations.chat.layers import ChatContext, ChatMessage, render_json, to_messages
 from cortexgraph.integrations.chat.memory import ChannelState, ChatMemory
 from cortexgraph.integrations.chat.queue import QueueItem
+from cortexgraph.integrations.chat.tools import ChatTools
 
 __all__ = [
     "ChannelState",
     "ChatContext",
     "ChatMemory",
     "ChatMessage",
+    "ChatTools",
     "QueueItem",
     "render_json",
     "to_messages",

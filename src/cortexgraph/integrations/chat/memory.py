@@ -30,6 +30,7 @@ from typing import Any
 import attrs
 
 import cortexgraph as cg
+from cortexgraph.core.predicates import Predicate
 from cortexgraph.errors import NotFoundError, ValidationError
 from cortexgraph.integrations.chat.layers import ChatContext, ChatMessage
 from cortexgraph.integrations.chat.queue import QueueItem, QueueState
@@ -54,6 +55,28 @@ MESSAGE_TAG = "chat-message"
 CHANNEL_TAG = "chat-channel"
 FACT_TAG = "remembered"
 IDENTITY_TAG = "identity"
+#: What the chat memory knows, besides its messages: the types ``remember`` writes.
+KNOWLEDGE_TYPES = {
+    "fact": "Fact",
+    "preference": "Preference",
+    "constraint": "Constraint",
+    "pattern": "Pattern",
+    "goal": "Goal",
+}
+#: Hot facts are ranked among this many of the most salient (salience weighs access
+#: frequency and recency, so the hottest are among them).
+HOT_POOL = 500
+#: Cold recall compares the query with this many of the most recently archived facts, and
+#: keeps those at least this similar.
+COLD_POOL = 2000
+COLD_MIN_COSINE = 0.2
+
+
+def knowledge(ns: str) -> Predicate:
+    """The knowledge of namespace ``ns``: every memory of a ``remember`` type that is not
+    an identity document."""
+    types = cg.Q.any_of(*(cg.Q.type(name) for name in KNOWLEDGE_TYPES))
+    return types & cg.Q.ns(ns) & ~cg.Q.tag(IDENTITY_TAG)
 
 
 @attrs.frozen
@@ -413,12 +436,7 @@ class ChatMemory:
             )
             if isinstance(hit.record.memory, (cg.Preference, cg.Constraint))
         )
-        facts = tuple(
-            hit.record.memory.text
-            for hit in self.cx.find(
-                cg.Q.tag(FACT_TAG) & cg.Q.ns(self.ns), limit=KNOWN_FACTS, order_by="recent"
-            )
-        )
+        facts = tuple(record.memory.text for record in self.hot_facts(now=now))
         background = tuple(
             f"[{state.channel}] {state.summary} (last: {format_time(state.last_message_at)})"
             for state in self.channels()
@@ -447,6 +465,99 @@ class ChatMemory:
             background=background,
             tokens=used,
         )
+
+    # -- knowledge --------------------------------------------------------------------
+
+    def hot_facts(self, *, limit: int = KNOWN_FACTS, now: int | None = None) -> list[cg.Record]:
+        """The hot facts, most hits first, then the most recently touched or written
+        (then by id): what fills "known facts". Cold facts are archived, so never here."""
+        now = self.cx.clock.now_ms() if now is None else _check_ms(now, "now")
+        pool = self.cx.find(knowledge(self.ns), limit=HOT_POOL, order_by="salience", now=now)
+        ranked = []
+        for hit in pool:
+            signals = self.cx.salience(hit.record.uri, now=now)
+            touched = max(signals.last_access, hit.record.at)
+            ranked.append((-signals.access_count, -touched, hit.record.uri.id, hit.record))
+        ranked.sort(key=lambda row: row[:3])
+        return [row[3] for row in ranked[:limit]]
+
+    def recall_facts(
+        self, query: str, *, limit: int = 5, now: int | None = None
+    ) -> list[cg.Record]:
+        """Hot and cold knowledge relevant to ``query``, best first.
+
+        The candidates are the hits of a hybrid recall over the hot (active) knowledge and
+        the cold (archived) knowledge most similar to the query by vector (the store's
+        recall leaves archived memories out, so the cold ones are compared here, among
+        the 2,000 most recently archived); they are ranked together by cosine similarity
+        to the query (ties: hot first, then by id). The read is journaled as an access of
+        what it returns: a hit for a hot fact, a promotion back to hot for a cold one.
+        """
+        query = _check_text(query, "query")
+        if type(limit) is not int or not 1 <= limit <= 50:
+            raise ValidationError("must be an integer from 1 to 50", field="limit")
+        now = self.cx.clock.now_ms() if now is None else _check_ms(now, "now")
+        hot = [hit.record for hit in self.cx.recall(
+            query, k=limit, where=knowledge(self.ns), now=now, expand=False)]
+        cold = [hit.record for hit in self.cx.find(
+            knowledge(self.ns) & cg.Q.status("archived"), limit=COLD_POOL, order_by="recent",
+            now=now)]
+        records = hot + cold
+        if not records:
+            return []
+        vectors = self.cx.embedder.embed([query] + [r.memory.text for r in records])
+        cosines = (vectors[1:] @ vectors[0]).tolist()
+        ranked = sorted(
+            (
+                (-round(cos, 6), index >= len(hot), record.uri.id, record)
+                for index, (cos, record) in enumerate(zip(cosines, records, strict=True))
+                if index < len(hot) or cos >= COLD_MIN_COSINE
+            ),
+            key=lambda row: row[:3],
+        )
+        chosen = [row[3] for row in ranked[:limit]]
+        if chosen:
+            with self.cx.batch() as batch:
+                batch.record_access([record.uri for record in chosen], at=now)
+        return chosen
+
+    def remember(
+        self, text: str, *, type: str = "fact", tags: Iterable[str] = (), at: int | None = None
+    ) -> cg.MemoryURI:
+        """Keep a piece of knowledge, tagged ``remembered`` (written by the model).
+
+        Raises:
+            ValidationError: a bad text, type or tag.
+        """
+        if type not in KNOWLEDGE_TYPES:
+            raise ValidationError(f"must be one of {', '.join(sorted(KNOWLEDGE_TYPES))}",
+                                  field="type")
+        tags = list(tags)
+        if IDENTITY_TAG in (tag.lower() for tag in tags if isinstance(tag, str)):
+            raise ValidationError("identity documents are not written by the model",
+                                  field="tags")
+        cls = getattr(cg, KNOWLEDGE_TYPES[type])
+        memory = cls(text=_check_text(text, "text"), tags=[*tags, FACT_TAG],
+                     source=cg.Source(origin="llm"))
+        return self.cx.write(memory, ns=self.ns, at=at)
+
+    def forget(self, uri: str, *, at: int | None = None) -> cg.MemoryURI:
+        """Tombstone a piece of knowledge of this chat memory.
+
+        Raises:
+            URIError: a malformed URI. NotFoundError: no such memory.
+            ValidationError: a memory that is not knowledge of this chat memory (a
+                message, an identity document, another namespace) (field ``uri``).
+        """
+        record = self.cx.resolve(cg.MemoryURI.parse(uri).head)
+        memory = record.memory
+        if (record.uri.ns != self.ns or memory.type_name not in KNOWLEDGE_TYPES
+                or IDENTITY_TAG in memory.tags):
+            raise ValidationError("only remembered knowledge of this chat can be forgotten",
+                                  field="uri")
+        if record.status == "tombstoned":
+            raise ValidationError("is already forgotten", field="uri")
+        return self.cx.tombstone(record.uri.head, reason="forgotten by the model", at=at)
 
     # -- inbound queue ----------------------------------------------------------------
 
