@@ -33,6 +33,7 @@ import cortexgraph as cg
 from cortexgraph.core.predicates import Predicate
 from cortexgraph.errors import NotFoundError, ValidationError
 from cortexgraph.integrations.chat.layers import ChatContext, ChatMessage
+from cortexgraph.integrations.chat.operations import OperationLog
 from cortexgraph.integrations.chat.queue import QueueItem, QueueState
 
 __all__ = ["ARCHIVE_AFTER_MS", "ChannelState", "ChatMemory", "ROLES"]
@@ -168,8 +169,9 @@ def _check_metadata(role: str, metadata: object) -> dict[str, Any]:
 class ChatMemory:
     """The memory of a multi-channel chat runtime. See the module docstring for the layout.
 
-    Making one loads the channel states and the live queue items, and puts back to
-    ``pending`` every queue item a crashed run left ``processing`` (journaled at ``now``).
+    Making one loads the channel states, the live queue items and the live operations,
+    puts back to ``pending`` every queue item a crashed run left ``processing``, and fails
+    the operations it left pending (the start-up cleanup), journaled at ``now``.
 
     Args:
         cx: an open, writable store.
@@ -198,9 +200,12 @@ class ChatMemory:
             first = cx.resolve(cg.MemoryURI.parse(f"{hit.record.uri.head}@1"))
             item = QueueItem.from_record(hit.record, first.seq)
             self._queue[item.id] = item
+        at = cx.clock.now_ms() if now is None else _check_ms(now, "now")
+        #: The pending operations (see :mod:`.operations`).
+        self.operations = OperationLog(cx, ns)
+        self.operations.cleanup(at=at)
         stuck = [item for item in self._queue.values() if item.state == "processing"]
         if stuck:
-            at = cx.clock.now_ms() if now is None else _check_ms(now, "now")
             with cx.batch() as batch:
                 changed = [self._queue_put(batch, item, "pending", at) for item in stuck]
             self._queue.update((item.id, item) for item in changed)
@@ -415,10 +420,10 @@ class ChatMemory:
         """Build the layers of a turn triggered by a message on ``trigger_channel``.
 
         The system floor (pinned ``identity``-tagged preferences and constraints, the
-        known facts) and the background lines are taken first; the foreground then gets
-        what is left of the budget, within its soft cap of 20 messages / 4,000 tokens,
-        newest messages first, shown oldest first. Channels idle for more than 24 hours
-        (the archived layer) cost nothing.
+        active operations, the known facts) and the background lines are taken first; the
+        foreground then gets what is left of the budget, within its soft cap of 20
+        messages / 4,000 tokens, newest messages first, shown oldest first. Channels idle
+        for more than 24 hours (the archived layer) cost nothing.
 
         Raises:
             ValidationError: a bad channel, budget or time.
@@ -443,7 +448,8 @@ class ChatMemory:
             if state.channel != trigger_channel and state.layer_at(now) != "archived"
             and state.last_message_at <= now
         )
-        used = sum(estimate(line) for line in identity + facts + background)
+        operations = self.operations.floor_lines()
+        used = sum(estimate(line) for line in identity + operations + facts + background)
         room = min(budget_tokens - used, FOREGROUND_TOKENS)
         foreground: list[ChatMessage] = []
         if trigger_channel in self._channels and room > 0:
@@ -459,7 +465,7 @@ class ChatMemory:
         return ChatContext(
             channel=trigger_channel,
             identity=identity,
-            operations=(),
+            operations=operations,
             facts=facts,
             foreground=tuple(foreground),
             background=background,
