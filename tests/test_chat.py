@@ -159,6 +159,8 @@ def test_foreground_respects_budget_and_caps(cx) -> None:
         (("c", "user", "u", "  ", DAY1, None), "content"),
         (("c", "user", "u", "x", -1, None), "at"),
         (("c", "user", "u", "x", DAY1, {"k": object()}), "metadata"),
+        (("c", "user", "u", "x", DAY1, {"k": float("nan")}), "metadata"),
+        (("c", "user", "u", "x", DAY1, {"k": "x" * 1100}), "metadata"),
         (("c", "tool_use", "u", "{}", DAY1, {"id": "t"}), "metadata"),
         (("c", "tool_use", "u", "[1]", DAY1, {"id": "t", "name": "n"}), "content"),
         (("c", "tool_result", "u", "x", DAY1, {}), "metadata"),

@@ -28,12 +28,8 @@ import cortexgraph as cg
 from cortexgraph.errors import ValidationError
 from cortexgraph.extract import ExtractionInput, Extractor, Turn, ingest
 from cortexgraph.integrations.chat.layers import ChatMessage
-from cortexgraph.integrations.chat.memory import (
-    ChatMemory,
-    canonical_json,
-    channel_tag,
-    knowledge,
-)
+from cortexgraph.integrations.chat.memory import ChatMemory, channel_tag, knowledge
+from cortexgraph.integrations.chat.values import canonical_json, check_ms
 
 __all__ = ["ExtractiveSummarizer", "GardenReport", "Gardener", "Summarizer"]
 
@@ -124,7 +120,7 @@ class Gardener:
     def compact_channels(self, *, now: int) -> list[str]:
         """Summarise the foreground channels idle for an hour or more (and not yet
         archived) and demote them to the background. Returns their names."""
-        now = _check_now(now)
+        now = check_ms(now, "now")
         done = []
         for state in self.chat.channels():
             idle = now - state.last_message_at
@@ -140,7 +136,7 @@ class Gardener:
     def extract_facts(self, *, now: int) -> list[cg.MemoryURI]:
         """Run the extractor over each channel's messages since its cursor (up to
         ``now``); returns the memories written."""
-        now = _check_now(now)
+        now = check_ms(now, "now")
         cx, ns = self.chat.cx, self.chat.ns
         cursor_uri, cursors = self._cursors()
         written: list[cg.MemoryURI] = []
@@ -189,7 +185,7 @@ class Gardener:
     def evict_vectors(self, *, now: int) -> list[cg.MemoryURI]:
         """Archive (make cold) the hot facts untouched for 14 days with fewer than 3 hits;
         pinned ones stay. Returns them."""
-        now = _check_now(now)
+        now = check_ms(now, "now")
         cx = self.chat.cx
         cold = []
         for hit in cx.find(knowledge(self.chat.ns), limit=_LIMIT, order_by="recent", now=now):
@@ -209,10 +205,5 @@ class Gardener:
 
     def harvest_operations(self, *, now: int) -> tuple[list[cg.MemoryURI], int]:
         """Facts from read completed operations; archive operations gardened 7 days ago."""
-        return self.chat.operations.harvest(now=_check_now(now))
+        return self.chat.operations.harvest(now=check_ms(now, "now"))
 
-
-def _check_now(now: object) -> int:
-    if type(now) is not int or now < 0:
-        raise ValidationError("must be a time in ms (a non-negative integer)", field="now")
-    return now

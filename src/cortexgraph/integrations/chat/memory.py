@@ -22,7 +22,6 @@ the foreground window does not grow with the history.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,6 +34,12 @@ from cortexgraph.errors import NotFoundError, ValidationError
 from cortexgraph.integrations.chat.layers import ChatContext, ChatMessage
 from cortexgraph.integrations.chat.operations import OperationLog
 from cortexgraph.integrations.chat.queue import QueueItem, QueueState
+from cortexgraph.integrations.chat.values import (
+    canonical_json,
+    check_channel,
+    check_ms,
+    check_text,
+)
 
 __all__ = ["ARCHIVE_AFTER_MS", "ChannelState", "ChatMemory", "ROLES"]
 
@@ -48,7 +53,6 @@ FOREGROUND_TOKENS = 4000
 #: How many known facts the system floor holds at most.
 KNOWN_FACTS = 50
 SUMMARY_CHARS = 100
-_CHANNEL = re.compile(r"[a-z0-9][a-z0-9._:/@-]{0,59}")
 # Messages that share one millisecond are read together when a window is cut among them.
 _SAME_MS_LIMIT = 1000
 _STATE_LIMIT = 100_000
@@ -108,23 +112,6 @@ class ChannelState:
         return canonical_json(attrs.asdict(self))
 
 
-def canonical_json(value: Any) -> str:
-    """Sorted keys, no spaces, UTF-8 kept: the same value gives the same text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def check_channel(channel: object) -> str:
-    """A channel name: 1-60 of ``a-z 0-9 . _ : / @ -``, starting with a letter or digit
-    (it becomes a tag, and tags are lowercase without spaces)."""
-    if type(channel) is not str or not _CHANNEL.fullmatch(channel):
-        raise ValidationError(
-            f"must be 1-60 characters of a-z 0-9 . _ : / @ - starting with a letter or "
-            f"digit, not {channel!r}",
-            field="channel",
-        )
-    return channel
-
-
 def channel_tag(channel: str) -> str:
     return "ch-" + channel
 
@@ -132,19 +119,6 @@ def channel_tag(channel: str) -> str:
 def format_time(ms: int) -> str:
     """``YYYY-MM-DD HH:MM UTC`` for a time in ms (pure: no clock is read)."""
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ms // 1000))
-
-
-def _check_ms(value: object, field: str) -> int:
-    if type(value) is not int or value < 0:
-        raise ValidationError(f"must be a time in ms (a non-negative integer), not {value!r}",
-                              field=field)
-    return value
-
-
-def _check_text(value: object, field: str) -> str:
-    if type(value) is not str or not value.strip():
-        raise ValidationError("must be a non-blank string", field=field)
-    return value
 
 
 def _check_metadata(role: str, metadata: object) -> dict[str, Any]:
@@ -200,7 +174,7 @@ class ChatMemory:
             first = cx.resolve(cg.MemoryURI.parse(f"{hit.record.uri.head}@1"))
             item = QueueItem.from_record(hit.record, first.seq)
             self._queue[item.id] = item
-        at = cx.clock.now_ms() if now is None else _check_ms(now, "now")
+        at = cx.clock.now_ms() if now is None else check_ms(now, "now")
         #: The pending operations (see :mod:`.operations`).
         self.operations = OperationLog(cx, ns)
         self.operations.cleanup(at=at)
@@ -209,6 +183,10 @@ class ChatMemory:
             with cx.batch() as batch:
                 changed = [self._queue_put(batch, item, "pending", at) for item in stuck]
             self._queue.update((item.id, item) for item in changed)
+
+    def _time(self, value: int | None, field: str) -> int:
+        """``value`` checked as a time in ms, or the store's clock when it is None."""
+        return self.cx.clock.now_ms() if value is None else check_ms(value, field)
 
     # -- messages ---------------------------------------------------------------------
 
@@ -289,9 +267,9 @@ class ChatMemory:
             raise ValidationError(f"must be one of {', '.join(ROLES)}, not {role!r}",
                                   field="role")
         assert isinstance(role, str)
-        sender = _check_text(sender, "sender")
-        content = _check_text(content, "content")
-        at = _check_ms(at, "at")
+        sender = check_text(sender, "sender")
+        content = check_text(content, "content")
+        at = check_ms(at, "at")
         meta = _check_metadata(role, metadata)
         if role == "tool_use":
             try:
@@ -352,7 +330,7 @@ class ChatMemory:
                                   field="limit")
         where = cg.Q.tag(channel_tag(channel)) & cg.Q.ns(self.ns)
         if before is not None:
-            where = where & cg.Q.until(_check_ms(before, "before"))
+            where = where & cg.Q.until(check_ms(before, "before"))
         hits = self.cx.find(where, limit=limit, order_by="recent")
         records = {hit.record.uri: hit.record for hit in hits}
         if len(hits) == limit:
@@ -393,7 +371,7 @@ class ChatMemory:
     ) -> ChannelState:
         """Replace ``channel``'s one-line summary and set its layer (what the compactor
         does to an idle channel)."""
-        line = _check_text(summary, "summary")
+        line = check_text(summary, "summary")
         if "\n" in line or len(line) > 300:
             raise ValidationError("must be one line of at most 300 characters",
                                   field="summary")
@@ -407,7 +385,7 @@ class ChatMemory:
         if new == state:
             return state
         uri = self._channels[channel][0]
-        when = self.cx.clock.now_ms() if at is None else _check_ms(at, "at")
+        when = self._time(at, "at")
         uri = self.cx.update(uri, at=when, text=new.to_json())
         self._channels[channel] = (uri, new)
         return new
@@ -431,7 +409,7 @@ class ChatMemory:
         check_channel(trigger_channel)
         if type(budget_tokens) is not int or budget_tokens < 1:
             raise ValidationError("must be a positive integer", field="budget_tokens")
-        now = self.cx.clock.now_ms() if now is None else _check_ms(now, "now")
+        now = self._time(now, "now")
         estimate = cg.estimate_tokens
         identity = tuple(
             hit.record.memory.text
@@ -477,7 +455,7 @@ class ChatMemory:
     def hot_facts(self, *, limit: int = KNOWN_FACTS, now: int | None = None) -> list[cg.Record]:
         """The hot facts, most hits first, then the most recently touched or written
         (then by id): what fills "known facts". Cold facts are archived, so never here."""
-        now = self.cx.clock.now_ms() if now is None else _check_ms(now, "now")
+        now = self._time(now, "now")
         pool = self.cx.find(knowledge(self.ns), limit=HOT_POOL, order_by="salience", now=now)
         ranked = []
         for hit in pool:
@@ -499,10 +477,10 @@ class ChatMemory:
         to the query (ties: hot first, then by id). The read is journaled as an access of
         what it returns: a hit for a hot fact, a promotion back to hot for a cold one.
         """
-        query = _check_text(query, "query")
+        query = check_text(query, "query")
         if type(limit) is not int or not 1 <= limit <= 50:
             raise ValidationError("must be an integer from 1 to 50", field="limit")
-        now = self.cx.clock.now_ms() if now is None else _check_ms(now, "now")
+        now = self._time(now, "now")
         hot = [hit.record for hit in self.cx.recall(
             query, k=limit, where=knowledge(self.ns), now=now, expand=False)]
         cold = [hit.record for hit in self.cx.find(
@@ -543,7 +521,7 @@ class ChatMemory:
             raise ValidationError("identity documents are not written by the model",
                                   field="tags")
         cls = getattr(cg, KNOWLEDGE_TYPES[type])
-        memory = cls(text=_check_text(text, "text"), tags=[*tags, FACT_TAG],
+        memory = cls(text=check_text(text, "text"), tags=[*tags, FACT_TAG],
                      source=cg.Source(origin="llm"))
         return self.cx.write(memory, ns=self.ns, at=at)
 
@@ -582,7 +560,7 @@ class ChatMemory:
             raise ValidationError(f"must be one of {', '.join(TIERS)}, not {priority!r}",
                                   field="priority")
         body = check_envelope(envelope)
-        when = self.cx.clock.now_ms() if at is None else _check_ms(at, "at")
+        when = self._time(at, "at")
         memory = cg.Event(
             text=body, kind="inbound", occurred_at=when,
             tags=["chat-queue", "queue-pending", f"tier-{priority}"],
@@ -602,7 +580,7 @@ class ChatMemory:
         if not pending:
             return None
         item = min(pending, key=lambda i: i.order)
-        when = self.cx.clock.now_ms() if at is None else _check_ms(at, "at")
+        when = self._time(at, "at")
         with self.cx.batch() as batch:
             item = self._queue_put(batch, item, "processing", when, attempts=item.attempts + 1)
         self._queue[item.id] = item
@@ -616,7 +594,7 @@ class ChatMemory:
             ValidationError: the item is not being processed (field ``id``).
         """
         item = self._processing(item_id)
-        when = self.cx.clock.now_ms() if at is None else _check_ms(at, "at")
+        when = self._time(at, "at")
         with self.cx.batch() as batch:
             item = self._queue_put(batch, item, "done", when)
         del self._queue[item.id]
@@ -626,8 +604,8 @@ class ChatMemory:
         """Record a failed attempt: the envelope goes back to ``pending``, or to
         ``failed`` once it has been tried ``max_attempts`` times."""
         item = self._processing(item_id)
-        error = _check_text(error, "error")
-        when = self.cx.clock.now_ms() if at is None else _check_ms(at, "at")
+        error = check_text(error, "error")
+        when = self._time(at, "at")
         state: QueueState = "failed" if item.attempts >= self.max_attempts else "pending"
         with self.cx.batch() as batch:
             item = self._queue_put(batch, item, state, when, error=error[:500])

@@ -25,6 +25,7 @@ import attrs
 
 import cortexgraph as cg
 from cortexgraph.errors import NotFoundError, ValidationError
+from cortexgraph.integrations.chat.values import canonical_json, check_channel, check_ms, check_text
 
 __all__ = ["ORPHANED", "Operation", "OperationLog"]
 
@@ -82,21 +83,7 @@ class Operation:
 
 
 def _state_json(data: dict[str, Any]) -> str:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _text(value: object, field: str, limit: int = 4000) -> str:
-    if type(value) is not str or not value.strip():
-        raise ValidationError("must be a non-blank string", field=field)
-    if len(value) > limit:
-        raise ValidationError(f"must be at most {limit:,} characters", field=field)
-    return value
-
-
-def _ms(value: object, field: str) -> int:
-    if type(value) is not int or value < 0:
-        raise ValidationError("must be a time in ms (a non-negative integer)", field=field)
-    return value
+    return canonical_json(data)
 
 
 class OperationLog:
@@ -114,7 +101,7 @@ class OperationLog:
             self._ops[op.id] = op
 
     def _at(self, at: int | None) -> int:
-        return self.cx.clock.now_ms() if at is None else _ms(at, "at")
+        return self.cx.clock.now_ms() if at is None else check_ms(at, "at")
 
     def _save(self, batch: Any, op: Operation, at: int, **changes: Any) -> Operation:
         new = attrs.evolve(op, **changes)
@@ -129,10 +116,8 @@ class OperationLog:
         at: int | None = None,
     ) -> Operation:
         """Record a dispatched operation, pending."""
-        from cortexgraph.integrations.chat.memory import check_channel
-
-        kind = _text(type, "type", 64)
-        what = _text(description, "description")
+        kind = check_text(type, "type", 64)
+        what = check_text(description, "description", 4000)
         if expected_channel is not None:
             check_channel(expected_channel)
         when = self._at(at)
@@ -169,7 +154,7 @@ class OperationLog:
     def complete(self, op_id: str, result: str, *, at: int | None = None) -> Operation:
         """A pending operation completed with ``result``."""
         op = self._pending(op_id)
-        text = _text(result, "result")
+        text = check_text(result, "result", 4000)
         when = self._at(at)
         with self.cx.batch() as batch:
             return self._save(batch, op, when, status="completed", completed_at=when,
@@ -178,7 +163,7 @@ class OperationLog:
     def fail(self, op_id: str, error: str, *, at: int | None = None) -> Operation:
         """A pending operation failed with ``error``."""
         op = self._pending(op_id)
-        text = _text(error, "error")
+        text = check_text(error, "error", 4000)
         when = self._at(at)
         with self.cx.batch() as batch:
             return self._save(batch, op, when, status="failed", completed_at=when, result=text)

@@ -22,6 +22,7 @@ import attrs
 
 import cortexgraph as cg
 from cortexgraph.errors import ValidationError
+from cortexgraph.integrations.chat.values import canonical_json
 
 __all__ = ["TIERS", "QueueItem", "QueueState", "check_envelope"]
 
@@ -41,8 +42,7 @@ def check_envelope(envelope: object) -> str:
     if not isinstance(envelope, Mapping) or any(type(k) is not str for k in envelope):
         raise ValidationError("must be a mapping with string keys", field="envelope")
     try:
-        text = json.dumps(dict(envelope), sort_keys=True, separators=(",", ":"),
-                          ensure_ascii=False, allow_nan=False)
+        text = canonical_json(dict(envelope))
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"must be JSON-serialisable ({exc})", field="envelope") from None
     if len(text) > MAX_ENVELOPE_CHARS:
@@ -88,7 +88,7 @@ class QueueItem:
         data: dict[str, Any] = {"attempts": self.attempts}
         if self.error is not None:
             data["error"] = self.error
-        return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return canonical_json(data)
 
     @classmethod
     def from_record(cls, record: Any, seq: int) -> QueueItem:

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 from cortexgraph.errors import CortexError, ValidationError
-from cortexgraph.integrations.chat.memory import KNOWLEDGE_TYPES, ChatMemory, canonical_json
+from cortexgraph.integrations.chat.memory import KNOWLEDGE_TYPES, ChatMemory
+from cortexgraph.integrations.chat.values import canonical_json
 
 __all__ = ["TOOLS", "ChatTools"]
 
