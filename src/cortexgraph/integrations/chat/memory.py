@@ -152,10 +152,19 @@ class ChatMemory:
         ns: the namespace everything is kept in.
         now: the time of the start-up recovery (ms; default: the store's clock).
         max_attempts: how many times an envelope is handed out before ``fail`` gives up.
+        recover: run the start-up recovery and cleanup (the runtime's own handle). False
+            only reads, for a look at the state from another process (a read-only
+            handle, the CLI) while the runtime may be running.
     """
 
     def __init__(
-        self, cx: cg.Cortex, *, ns: str = "chat", now: int | None = None, max_attempts: int = 3
+        self,
+        cx: cg.Cortex,
+        *,
+        ns: str = "chat",
+        now: int | None = None,
+        max_attempts: int = 3,
+        recover: bool = True,
     ) -> None:
         if type(max_attempts) is not int or max_attempts < 1:
             raise ValidationError("must be a positive integer", field="max_attempts")
@@ -177,6 +186,10 @@ class ChatMemory:
         at = cx.clock.now_ms() if now is None else check_ms(now, "now")
         #: The pending operations (see :mod:`.operations`).
         self.operations = OperationLog(cx, ns)
+        if type(recover) is not bool:
+            raise ValidationError("must be True or False", field="recover")
+        if not recover:
+            return
         self.operations.cleanup(at=at)
         stuck = [item for item in self._queue.values() if item.state == "processing"]
         if stuck:
