@@ -265,3 +265,28 @@ def test_sigkill_during_processing_loses_nothing_and_retries_once(tmp_path: Path
         assert handed == [(ids[0], 2), (ids[1], 1), (ids[2], 1)]
     with cg.open(tmp_path, "bot", clock=cg.ManualClock(1)) as cx:
         assert ChatMemory(cx, now=30).next(at=30) is None
+
+
+def test_rendering_starts_at_a_user_message_and_refuses_unknown_formats(cx) -> None:
+    """A window that begins with assistant turns or a tool result is rendered from its
+    first user text message (both formats), and an unknown format is a ValidationError."""
+    chat = ChatMemory(cx)
+    chat.append("c", "tool_result", "tools", "ok", DAY1, {"tool_use_id": "x"})
+    chat.append("c", "assistant", "hal", "earlier answer", DAY1 + 1)
+    chat.append("c", "user", "ann", "hi", DAY1 + 2)
+    chat.append("c", "tool_use", "hal", '{"q": 1}', DAY1 + 3, {"id": "t9", "name": "memory_query"})
+    context = chat.assemble("c", 2000, now=DAY1 + 10)
+    assert context.to_messages("anthropic")["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "ann: hi"}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t9", "name": "memory_query", "input": {"q": 1}}]},
+    ]
+    assert context.to_messages("openai")["messages"][1:] == [
+        {"role": "user", "content": "ann: hi"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "t9", "type": "function",
+             "function": {"name": "memory_query", "arguments": '{"q": 1}'}}]},
+    ]
+    with pytest.raises(cg.ValidationError) as info:
+        context.to_messages("gemini")
+    assert info.value.field == "format"
