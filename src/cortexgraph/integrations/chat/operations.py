@@ -103,13 +103,20 @@ class OperationLog:
     def _at(self, at: int | None) -> int:
         return self.cx.clock.now_ms() if at is None else check_ms(at, "at")
 
-    def _save(self, batch: Any, op: Operation, at: int, **changes: Any) -> Operation:
+    def _change(self, ops: list[Operation], at: int, **changes: Any) -> list[Operation]:
+        """Apply ``changes`` to ``ops`` in one batch; the loaded state follows only once
+        the batch has committed."""
+        with self.cx.batch() as batch:
+            saved = [self._save(batch, op, at, **changes) for op in ops]
+        self._ops.update((op.id, op) for op in saved)
+        return saved
+
+    @staticmethod
+    def _save(batch: Any, op: Operation, at: int, **changes: Any) -> Operation:
         new = attrs.evolve(op, **changes)
         uri = batch.update(op.uri, at=at, text=new.state_json(),
                            tags=[OP_TAG, f"op-{new.status}"])
-        new = attrs.evolve(new, uri=uri)
-        self._ops[new.id] = new
-        return new
+        return attrs.evolve(new, uri=uri)
 
     def start(
         self, type: str, description: str, *, expected_channel: str | None = None,
@@ -156,17 +163,14 @@ class OperationLog:
         op = self._pending(op_id)
         text = check_text(result, "result", 4000)
         when = self._at(at)
-        with self.cx.batch() as batch:
-            return self._save(batch, op, when, status="completed", completed_at=when,
-                              result=text)
+        return self._change([op], when, status="completed", completed_at=when, result=text)[0]
 
     def fail(self, op_id: str, error: str, *, at: int | None = None) -> Operation:
         """A pending operation failed with ``error``."""
         op = self._pending(op_id)
         text = check_text(error, "error", 4000)
         when = self._at(at)
-        with self.cx.batch() as batch:
-            return self._save(batch, op, when, status="failed", completed_at=when, result=text)
+        return self._change([op], when, status="failed", completed_at=when, result=text)[0]
 
     def acknowledge(self, *, at: int | None = None) -> list[Operation]:
         """Mark every completed or failed operation not yet read as read (after a turn
@@ -175,8 +179,7 @@ class OperationLog:
         unread = [op for op in self.live() if op.status != "pending" and op.visible]
         if not unread:
             return []
-        with self.cx.batch() as batch:
-            return [self._save(batch, op, when, acknowledged_at=when) for op in unread]
+        return self._change(unread, when, acknowledged_at=when)
 
     def cleanup(self, *, at: int | None = None) -> list[Operation]:
         """Fail the operations a crashed run left pending (start-up cleanup)."""
@@ -184,11 +187,7 @@ class OperationLog:
         if not orphans:
             return []
         when = self._at(at)
-        with self.cx.batch() as batch:
-            return [
-                self._save(batch, op, when, status="failed", completed_at=when, result=ORPHANED)
-                for op in orphans
-            ]
+        return self._change(orphans, when, status="failed", completed_at=when, result=ORPHANED)
 
     def live(self) -> list[Operation]:
         """The operations not yet archived, oldest first (then by id)."""
@@ -211,6 +210,7 @@ class OperationLog:
         facts: list[cg.MemoryURI] = []
         if not ready and not old:
             return facts, 0
+        saved = []
         with self.cx.batch() as batch:
             for op in ready:
                 if op.status == "completed":
@@ -219,10 +219,10 @@ class OperationLog:
                         tags=[FACT_TAG, "operation"], source=cg.Source(origin="system"),
                     )
                     facts.append(batch.write(fact, ns=self.ns, at=now))
-                self._save(batch, op, now, gardened_at=now)
+                saved.append(self._save(batch, op, now, gardened_at=now))
             for op in old:
-                batch.archive(self._ops[op.id].uri.head, reason="operation gardened 7 days ago",
-                              at=now)
+                batch.archive(op.uri.head, reason="operation gardened 7 days ago", at=now)
+        self._ops.update((op.id, op) for op in saved)
         for op in old:
             del self._ops[op.id]
         return facts, len(old)
