@@ -35,6 +35,7 @@ from cortexgraph.integrations.chat.layers import ChatContext, ChatMessage
 from cortexgraph.integrations.chat.operations import OperationLog
 from cortexgraph.integrations.chat.queue import QueueItem, QueueState
 from cortexgraph.integrations.chat.values import (
+    FACT_TAG,
     canonical_json,
     check_channel,
     check_ms,
@@ -58,7 +59,6 @@ _SAME_MS_LIMIT = 1000
 _STATE_LIMIT = 100_000
 MESSAGE_TAG = "chat-message"
 CHANNEL_TAG = "chat-channel"
-FACT_TAG = "remembered"
 IDENTITY_TAG = "identity"
 #: What the chat memory knows, besides its messages: the types ``remember`` writes.
 KNOWLEDGE_TYPES = {

@@ -25,7 +25,13 @@ import attrs
 
 import cortexgraph as cg
 from cortexgraph.errors import NotFoundError, ValidationError
-from cortexgraph.integrations.chat.values import canonical_json, check_channel, check_ms, check_text
+from cortexgraph.integrations.chat.values import (
+    FACT_TAG,
+    canonical_json,
+    check_channel,
+    check_ms,
+    check_text,
+)
 
 __all__ = ["ORPHANED", "Operation", "OperationLog"]
 
@@ -201,8 +207,6 @@ class OperationLog:
         """Turn read completed operations into facts, mark every read operation gardened,
         and archive those gardened 7 days ago or more. Returns the facts written and how
         many operations were archived."""
-        from cortexgraph.integrations.chat.memory import FACT_TAG
-
         ready = [op for op in self.live() if op.status != "pending"
                  and op.acknowledged_at is not None and op.gardened_at is None]
         old = [op for op in self.live() if op.gardened_at is not None

@@ -1,4 +1,4 @@
-"""Argument checks and canonical JSON shared by the chat memory's modules (pure)."""
+"""Names, argument checks and canonical JSON shared by the chat memory's modules (pure)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,10 @@ from typing import Any
 
 from cortexgraph.errors import ValidationError
 
-__all__ = ["canonical_json", "check_channel", "check_ms", "check_text"]
+__all__ = ["FACT_TAG", "canonical_json", "check_channel", "check_ms", "check_text"]
+
+#: The tag of knowledge written for the chat (by the model or from operations).
+FACT_TAG = "remembered"
 
 _CHANNEL = re.compile(r"[a-z0-9][a-z0-9._:/@-]{0,59}")
 
