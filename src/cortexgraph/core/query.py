@@ -123,8 +123,9 @@ def _dnf(node: Predicate, positive: bool) -> set[_RawConjunct]:
     parts = node.parts  # type: ignore[attr-defined]
     if isinstance(node, And) is positive:
         acc: set[_RawConjunct] = {frozenset()}
-        for part in parts:
-            right = _dnf(part, positive)
+        # multiplied out in a canonical order (not the operands' order), so that whether
+        # an intermediate product passes the cap cannot depend on how the query was written
+        for right in sorted((_dnf(part, positive) for part in parts), key=_dnf_key):
             if len(acc) * len(right) > MAX_CONJUNCTS * MAX_CONJUNCTS:
                 _too_many(node, positive)
             acc = {c for a in acc for b in right if (c := _simplify(a | b)) is not None}
@@ -137,6 +138,12 @@ def _dnf(node: Predicate, positive: bool) -> set[_RawConjunct]:
         if len(out) > MAX_CONJUNCTS:
             _too_many(node, positive)
     return out
+
+
+def _dnf_key(conjuncts: set[_RawConjunct]) -> tuple[int, tuple[Any, ...]]:
+    """An order for an AND's operands in normal form: the fewest conjuncts first, then
+    by their literals."""
+    return len(conjuncts), tuple(sorted(_conjunct_key(_sorted_conjunct(c)) for c in conjuncts))
 
 
 def _too_many(node: Predicate, positive: bool) -> None:
