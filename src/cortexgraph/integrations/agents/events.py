@@ -213,9 +213,7 @@ class _Cursor:
 
 
 def _cursor_of(cx: cg.Cortex, key: str) -> _Cursor:
-    found = cx.find(
-        cg.Q.type(cg.Event) & cg.Q.tag(_tag("file", key)) & cg.Q.ns(CURSOR_NS), limit=2
-    )
+    found = cx.find(cg.Q.type(cg.Event) & cg.Q.tag(_tag("file", key)) & cg.Q.ns(CURSOR_NS), limit=2)
     if not found.hits:
         return _Cursor(None, key)
     hit = found.hits[0]
@@ -390,9 +388,7 @@ class _FileIngest:
             self.batch.add_edge(uri, run, "relates_to", at=ts)
             self._retag(ts, {"failed", "error"}, frozenset({"running"}))
 
-    def _tool_start(
-        self, event: dict[str, Any], key: str, ns: str, run: cg.MemoryURI
-    ) -> None:
+    def _tool_start(self, event: dict[str, Any], key: str, ns: str, run: cg.MemoryURI) -> None:
         ts = event["ts"]
         tool = str(event.get("tool") or "tool")
         call_id = str(event.get("call_id") or f"line-{key}")
