@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import CortexError, NotFoundError, __version__
+from .agents import add_agents_parser
 from .claude_code import add_claude_code_parser
 from .extract import add_extract_parser
 from .hook import add_hook_parser
@@ -310,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_hook_parser(sub, common)
     add_index_code_parser(sub, common)
     add_mcp_parser(sub, common)
+    add_agents_parser(sub, common)
     return parser
 
 
