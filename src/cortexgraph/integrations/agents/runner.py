@@ -308,35 +308,37 @@ class AgentRunner:
             )
         except OSError as error:
             return 127, f"cannot start {command[0]!r}: {error}"
-        assert child.stdin is not None and child.stdout is not None and child.stderr is not None
-        errors: list[bytes] = []
-        stderr = child.stderr
-        reader = threading.Thread(target=lambda: errors.append(stderr.read()), daemon=True)
-        reader.start()
-        timer = None
-        if timeout is not None:
-            timer = threading.Timer(timeout, child.kill)
-            timer.start()
-        try:
+        with child:  # closes the pipes and reaps the child however this ends
+            assert child.stdin is not None and child.stdout is not None
+            errors: list[bytes] = []
+            stderr = child.stderr
+            assert stderr is not None
+            reader = threading.Thread(target=lambda: errors.append(stderr.read()), daemon=True)
+            reader.start()
+            timer = None
+            if timeout is not None:
+                timer = threading.Timer(timeout, child.kill)
+                timer.start()
             try:
-                child.stdin.write(request.encode("utf-8") + b"\n")
-                child.stdin.close()
-            except BrokenPipeError:  # the child does not read its input
-                pass
-            for raw in child.stdout:
-                if not raw.strip():
-                    continue
-                event = self._event(raw, agent_id)
-                self._append(out, _dumps(event), state, event)
-                reports.append(ingest_events(self.cx, active, ns=self.ns))
-            returncode = child.wait()
-        finally:
-            if timer is not None:
-                timer.cancel()
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-        reader.join()
+                try:
+                    child.stdin.write(request.encode("utf-8") + b"\n")
+                    child.stdin.close()
+                except BrokenPipeError:  # the child does not read its input
+                    pass
+                for raw in child.stdout:
+                    if not raw.strip():
+                        continue
+                    event = self._event(raw, agent_id)
+                    self._append(out, _dumps(event), state, event)
+                    reports.append(ingest_events(self.cx, active, ns=self.ns))
+                returncode = child.wait()
+            finally:
+                if timer is not None:
+                    timer.cancel()
+                if child.poll() is None:
+                    child.kill()
+                    child.wait()
+            reader.join()
         return returncode, b"".join(errors).decode("utf-8", "replace")
 
 
