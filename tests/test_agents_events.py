@@ -268,3 +268,35 @@ def test_follow_rejects_bad_intervals(cx, tmp_path: Path, interval: object) -> N
     with pytest.raises(cg.ValidationError) as caught:
         follow(cx, tmp_path, interval=interval)  # type: ignore[arg-type]
     assert caught.value.field == "interval"
+
+
+def test_small_batches_record_the_same_memories(tmp_path: Path, monkeypatch) -> None:
+    """With batches of three lines (files split across batches, and batches spanning
+    files) the fixtures give the same memories and edges as with the default batches."""
+    from cortexgraph.integrations.agents import events
+
+    with cg.open(tmp_path / "big", "runner", clock=cg.ManualClock(T0)) as cx:
+        ingest_events(cx, FIXTURES)
+        expected = _state(cx)
+    monkeypatch.setattr(events, "_LINES_PER_BATCH", 3)
+    with cg.open(tmp_path / "small", "runner", clock=cg.ManualClock(T0)) as cx:
+        report = ingest_events(cx, FIXTURES)
+        assert (report.lines, report.events, len(report.runs)) == (26, 22, 4)
+        assert _state(cx) == expected
+        assert ingest_events(cx, FIXTURES).lines == 0
+
+
+def test_many_files_are_found_again_by_their_cursors(cx, tmp_path: Path) -> None:
+    """More files than one cursor query covers (64): a second pass still writes nothing."""
+    for n in range(70):
+        folder = tmp_path / "ev" / f"agent{n % 3}"
+        folder.mkdir(parents=True, exist_ok=True)
+        ts = T0 + n
+        (folder / f"{ts}.jsonl").write_text(
+            f'{{"event":"request","ts":{ts},"prompt":"task {n}"}}\n'
+            f'{{"event":"finish","ts":{ts + 1},"result":"answer {n}"}}\n'
+        )
+    assert ingest_events(cx, tmp_path / "ev").events == 140
+    seq = cx.seq
+    again = ingest_events(cx, tmp_path / "ev")
+    assert (again.files, again.lines, cx.seq) == (70, 0, seq)

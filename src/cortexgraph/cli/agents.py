@@ -5,9 +5,12 @@ library user would call it."""
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .output import Output
+
+if TYPE_CHECKING:
+    from ..core.predicates import Predicate
 
 # The agents modules (and through them the store) are imported inside the functions that
 # run the commands: building the parser, which every command and ``--help`` does, must not
@@ -85,7 +88,7 @@ def cmd_run_agent(args: argparse.Namespace, out: Output) -> int:
         command = command[1:]
     if not command:
         raise ValidationError("give the agent command after --", field="command")
-    where = None
+    where: Predicate | None = None
     for tag in args.tag or ():
         where = Q.tag(tag) if where is None else where | Q.tag(tag)
     directory = Path(args.dir) if args.dir else Path(args.root) / "agents"

@@ -48,11 +48,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 import cortexgraph as cg
+
+if TYPE_CHECKING:
+    from ...core.predicates import Predicate
 
 __all__ = [
     "CURSOR_NS",
@@ -212,18 +215,28 @@ class _Cursor:
         )
 
 
-def _cursor_of(cx: cg.Cortex, key: str) -> _Cursor:
-    found = cx.find(cg.Q.type(cg.Event) & cg.Q.tag(_tag("file", key)) & cg.Q.ns(CURSOR_NS), limit=2)
-    if not found.hits:
-        return _Cursor(None, key)
-    hit = found.hits[0]
+def _cursors_of(cx: cg.Cortex, keys: list[str]) -> dict[str, _Cursor]:
+    """The stored cursors of the files ``keys`` (one query per 64 files, the most
+    alternatives a query may have)."""
+    found: dict[str, _Cursor] = {}
+    for offset in range(0, len(keys), 64):
+        part = keys[offset : offset + 64]
+        where: Predicate = cg.Q.tag(_tag("file", part[0]))
+        for key in part[1:]:
+            where = where | cg.Q.tag(_tag("file", key))
+        hits = cx.find(where & cg.Q.ns(CURSOR_NS), limit=2 * len(part)).hits
+        for hit in hits:
+            cursor = _cursor_from(hit.uri, hit.record.memory.text)
+            found[cursor.key] = cursor
+    return found
+
+
+def _cursor_from(uri: cg.MemoryURI, text: str) -> _Cursor:
     try:
-        data = json.loads(hit.record.memory.text)
-        if data["file"] != key:
-            raise ValueError(data["file"])
+        data = json.loads(text)
         return _Cursor(
-            hit.uri,
-            key,
+            uri,
+            str(data["file"]),
             int(data["lines"]),
             int(data["bytes"]),
             data["run"],
@@ -234,7 +247,7 @@ def _cursor_of(cx: cg.Cortex, key: str) -> _Cursor:
         )
     except (ValueError, LookupError, TypeError) as error:
         raise cg.CorruptionError(
-            f"the event-file cursor {hit.uri} is not what ingest_events writes: {error}",
+            f"the event-file cursor {uri} is not what ingest_events writes: {error}",
             table="versions",
             operation="ingest-events",
         ) from None
@@ -274,6 +287,12 @@ class _FileIngest:
         #: continuation tag -> the runs it may continue, newest first (looked up before
         #: the batch opened: reads see committed state only)
         self.targets: dict[str, list[cg.MemoryURI]] = {}
+        #: call ids whose tool_end comes later in this slice, and those calls once started
+        self.ends_later: set[str] = set()
+        self.pending: dict[str, list[Any]] = {}
+        self.retag_at: int | None = None
+        #: runs written in this batch by continuation tag (``run-<id>``, ``session-<id>``)
+        self.local: dict[str, cg.MemoryURI] = {}
 
     # -- the run ------------------------------------------------------------------------
 
@@ -311,19 +330,25 @@ class _FileIngest:
         uri = self.batch.write(run, ns=ns, at=event["ts"])
         self.written.append(uri)
         self.cursor.run = str(_head(uri))
+        self.local[_tag("run", self.agent_id)] = _head(uri)
         self.cursor.ns = ns
         self.cursor.name = name
         self.cursor.tags = sorted(tags)
         return uri
 
     def _retag(self, ts: int, add: set[str], remove: frozenset[str] = frozenset()) -> None:
+        """Change the run's tags; written once per slice, by :meth:`close`."""
         tags = (set(self.cursor.tags) - remove) | add
-        if tags == set(self.cursor.tags):
-            return
+        if tags != set(self.cursor.tags):
+            self.cursor.tags = sorted(tags)[:64]
+            self.retag_at = ts
+
+    def close(self) -> None:
+        """Write what the slice changed in the run (its tags), as one new version."""
         uri = self._run_uri()
-        assert uri is not None  # callers ensured the run
-        self.cursor.tags = sorted(tags)[:64]
-        self.written.append(self.batch.update(uri, tags=self.cursor.tags, at=ts))
+        if self.retag_at is not None and uri is not None:
+            self.written.append(self.batch.update(uri, tags=self.cursor.tags, at=self.retag_at))
+        self.retag_at = None
 
     def _continuations(self, event: dict[str, Any], run: cg.MemoryURI) -> None:
         """Tag the run with its session and chat, and link it to the runs it continues."""
@@ -337,10 +362,15 @@ class _FileIngest:
             if tag in self.cursor.tags:
                 continue
             add.add(tag)
-            for target in self.targets.get(tag, ()):
-                if target.id != run.id:
-                    self.batch.add_edge(run, target, "derived_from", at=ts)
-                    break
+            wanted = tag if field == "session_id" else _tag("run", value)
+            local = self.local.get(wanted)  # a run written earlier in this batch
+            stored = [uri for uri in self.targets.get(tag, ()) if uri.id != run.id]
+            target = local if local is not None and local.id != run.id else None
+            target = target or (stored[0] if stored else None)
+            if target is not None:
+                self.batch.add_edge(run, target, "derived_from", at=ts)
+            if field == "session_id":
+                self.local[tag] = run
         if add:
             self._retag(ts, add)
 
@@ -388,63 +418,71 @@ class _FileIngest:
             self.batch.add_edge(uri, run, "relates_to", at=ts)
             self._retag(ts, {"failed", "error"}, frozenset({"running"}))
 
+    def _tool_memory(
+        self,
+        tool: str,
+        call_id: str,
+        text: str,
+        key: str,
+        start: int | None,
+        end: int | None,
+        result: str,
+    ) -> cg.Event:
+        """A tool call as stored: running (no ``end``) or done, with its duration when both
+        ends are known (``valid_from``/``valid_to``)."""
+        if end is None:
+            body, summary, state = text, f"{tool}: running", "running"
+        else:
+            body, state = (f"{text}\n-> {result}" if result else text), "done"
+            summary = f"{tool}: done" if start is None else f"{tool}: {end - start} ms"
+        return cg.Event(
+            text=_clip(body),
+            summary=_line_text(summary, 200),
+            tags=sorted({"tool-call", state, _tag("tool", tool), key}),
+            kind="tool_call",
+            call_id=_line_text(call_id),
+            agent_id=self.agent_id,
+            channel=_line_text(tool),
+            occurred_at=start if start is not None else end,
+            valid_from=start,
+            valid_to=end if start is not None else None,
+        )
+
     def _tool_start(self, event: dict[str, Any], key: str, ns: str, run: cg.MemoryURI) -> None:
         ts = event["ts"]
         tool = str(event.get("tool") or "tool")
         call_id = str(event.get("call_id") or f"line-{key}")
         args = event.get("args")
         text = f"{tool} {_jsonish(args)}" if args is not None else tool
-        memory = cg.Event(
-            text=_clip(text),
-            summary=_line_text(f"{tool}: running", 200),
-            tags=sorted({"tool-call", "running", _tag("tool", tool), key}),
-            kind="tool_call",
-            call_id=_line_text(call_id),
-            agent_id=self.agent_id,
-            channel=_line_text(tool),
-            occurred_at=ts,
-            valid_from=ts,
-        )
+        if call_id in self.ends_later:  # its end is in this slice: write the call once, whole
+            self.pending[call_id] = [None, ts, text, key, tool]
+            return
+        memory = self._tool_memory(tool, call_id, text, key, ts, None, "")
         uri = self.batch.write(memory, ns=ns, at=ts)
         self.written.append(uri)
         self.batch.add_edge(uri, run, "relates_to", at=ts)
-        self.cursor.calls[call_id] = [str(_head(uri)), ts, text]
+        self.cursor.calls[call_id] = [str(_head(uri)), ts, text, key, tool]
 
     def _tool_end(self, event: dict[str, Any], key: str, ns: str, run: cg.MemoryURI) -> None:
         ts = event["ts"]
-        tool = str(event.get("tool") or "tool")
         call_id = str(event.get("call_id") or "")
         result = _jsonish(event.get("result")) if "result" in event else ""
-        opened = self.cursor.calls.pop(call_id, None)
-        if opened is None:  # an end without its start: record the call, duration unknown
+        opened = self.pending.pop(call_id, None) or self.cursor.calls.pop(call_id, None)
+        if opened is None:  # an end without its start: the call, its duration unknown
+            tool = str(event.get("tool") or "tool")
             args = event.get("args")
             text = f"{tool} {_jsonish(args)}" if args is not None else tool
-            memory = cg.Event(
-                text=_clip(f"{text}\n-> {result}" if result else text),
-                summary=_line_text(f"{tool}: done", 200),
-                tags=sorted({"tool-call", "done", _tag("tool", tool), key}),
-                kind="tool_call",
-                call_id=_line_text(call_id) or None,
-                agent_id=self.agent_id,
-                channel=_line_text(tool),
-                occurred_at=ts,
-            )
+            opened = [None, None, text, key, tool]
+        start_uri, start, text, start_key, tool = opened
+        end = ts if start is None else max(ts, int(start))
+        memory = self._tool_memory(tool, call_id, text, start_key, start, end, result)
+        if start_uri is None:
             uri = self.batch.write(memory, ns=ns, at=ts)
             self.batch.add_edge(uri, run, "relates_to", at=ts)
         else:
-            start_uri, start, text = opened
-            started = int(start)
-            ended = max(ts, started)
-            record = self.batch.resolve(cg.MemoryURI.parse(start_uri))
-            tags = (set(record.memory.tags) - {"running"}) | {"done"}
-            uri = self.batch.update(
-                cg.MemoryURI.parse(start_uri),
-                text=_clip(f"{text}\n-> {result}" if result else text),
-                summary=_line_text(f"{tool}: {ended - started} ms", 200),
-                tags=sorted(tags),
-                valid_to=ended,
-                at=ts,
-            )
+            fields = ("text", "summary", "tags", "valid_to")
+            changes = {name: getattr(memory, name) for name in fields}
+            uri = self.batch.update(cg.MemoryURI.parse(start_uri), at=ts, **changes)
         self.written.append(uri)
 
     def _finish(
@@ -478,26 +516,25 @@ def _check_ns(name: str) -> str:
     return check_name(name, "facet")
 
 
-def _ingest_file(cx: cg.Cortex, path: Path, ns: str) -> IngestReport:
-    key, agent_id, active = _file_key(path)
-    cursor = _cursor_of(cx, key)
-    try:
-        with path.open("rb") as handle:
-            handle.seek(cursor.bytes)
-            data = handle.read()
-    except OSError as error:
-        return IngestReport(1, 0, 0, (), (), ((key, cursor.lines + 1, f"unreadable: {error}"),))
+_Slice = tuple[_Cursor, str, list[tuple[bytes, int]]]  # cursor, agent id, (line, bytes)
+
+
+def _new_lines(path: Path, cursor: _Cursor, active: bool) -> list[tuple[bytes, int]]:
+    """The lines of ``path`` after the cursor, each with the bytes it takes in the file.
+
+    Raises:
+        OSError: the file cannot be read (FileNotFoundError: it was renamed meanwhile).
+    """
+    if path.stat().st_size <= cursor.bytes:
+        return []
+    with path.open("rb") as handle:
+        handle.seek(cursor.bytes)
+        data = handle.read()
     lines = [(raw, len(raw) + 1) for raw in data.split(b"\n")]
     tail = lines.pop()[0]  # the bytes after the last newline (b"" when it ends with one)
     if tail and not active:
         lines.append((tail, len(tail)))  # a finished file's last line needs no newline
-    reports = []
-    for offset in range(0, len(lines), _LINES_PER_BATCH):
-        chunk = lines[offset : offset + _LINES_PER_BATCH]
-        reports.append(_ingest_lines(cx, cursor, chunk, agent_id, ns))
-    if not reports:
-        return IngestReport(1, 0, 0, (), (), ())
-    return _merge(reports)
+    return lines
 
 
 def _continuation_targets(
@@ -527,51 +564,77 @@ def _continuation_targets(
     return targets
 
 
-def _ingest_lines(
-    cx: cg.Cortex, cursor: _Cursor, chunk: list[tuple[bytes, int]], agent_id: str, ns: str
-) -> IngestReport:
+def _ends_later(events: list[tuple[int, dict[str, Any] | None, str]]) -> set[str]:
+    """The call ids whose tool_start and a later tool_end are both among ``events``."""
+    started: set[str] = set()
+    ended: set[str] = set()
+    for _, event, _ in events:
+        if event is not None and event["event"] in ("tool_start", "tool_end"):
+            call_id = str(event.get("call_id") or "")
+            if event["event"] == "tool_start":
+                started.add(call_id)
+            elif call_id in started:
+                ended.add(call_id)
+    return ended
+
+
+def _ingest_group(cx: cg.Cortex, group: list[_Slice], ns: str) -> IngestReport:
+    """Ingest slices of one or more files in one batch, with their cursors."""
     garbage: list[tuple[str, int, str]] = []
-    parsed: list[tuple[int, dict[str, Any] | None, str]] = []
-    for number, (raw, _) in enumerate(chunk, start=cursor.lines + 1):
-        if raw.strip():
-            parsed.append((number, *_parse(raw, agent_id)))
-    targets = _continuation_targets(cx, parsed)
+    parsed: list[list[tuple[int, dict[str, Any] | None, str]]] = []
+    for cursor, agent_id, chunk in group:
+        numbered = enumerate(chunk, start=cursor.lines + 1)
+        parsed.append([(n, *_parse(raw, agent_id)) for n, (raw, _) in numbered if raw.strip()])
+    targets = _continuation_targets(cx, [event for part in parsed for event in part])
     events = 0
-    at = None
+    written: list[cg.MemoryURI] = []
+    runs: list[cg.MemoryURI] = []
+    local: dict[str, cg.MemoryURI] = {}
     with cx.batch() as batch:
-        step = _FileIngest(cx, batch, cursor, agent_id, ns)
-        step.targets = targets
-        for number, event, reason in parsed:
-            if event is None:
-                garbage.append((cursor.key, number, reason))
-                continue
-            at = event["ts"]
-            try:
-                step.apply(event, number)
-            except cg.ValidationError as error:  # a field the memory model refuses
-                garbage.append((cursor.key, number, str(error)))
-                continue
-            events += 1
-        cursor.lines += len(chunk)
-        cursor.bytes += sum(size for _, size in chunk)
-        text = cursor.to_text()
-        if cursor.uri is None:
-            cursor.uri = batch.write(
-                cg.Event(
-                    text=text,
-                    tags=("agent-events-cursor", _tag("file", cursor.key)),
-                    kind="cursor",
-                    channel="agent-events",
-                    confidence=0.0,
-                    priority=1,
-                ),
-                ns=CURSOR_NS,
-                at=at,
-            )
-        else:
-            cursor.uri = batch.update(cursor.uri, text=text, at=at)
-    run = () if cursor.run is None else (cg.MemoryURI.parse(cursor.run),)
-    return IngestReport(1, len(chunk), events, tuple(step.written), run, tuple(garbage))
+        for (cursor, agent_id, chunk), lines in zip(group, parsed, strict=True):
+            step = _FileIngest(cx, batch, cursor, agent_id, ns)
+            step.targets, step.local, step.ends_later = targets, local, _ends_later(lines)
+            at = None
+            for number, event, reason in lines:
+                if event is None:
+                    garbage.append((cursor.key, number, reason))
+                    continue
+                at = event["ts"]
+                try:
+                    step.apply(event, number)
+                except cg.ValidationError as error:  # a field the memory model refuses
+                    garbage.append((cursor.key, number, str(error)))
+                    continue
+                events += 1
+            step.close()
+            written.extend(step.written)
+            cursor.lines += len(chunk)
+            cursor.bytes += sum(size for _, size in chunk)
+            _save_cursor(batch, cursor, at)
+            if cursor.run is not None:
+                runs.append(cg.MemoryURI.parse(cursor.run))
+    lines_consumed = sum(len(chunk) for _, _, chunk in group)
+    unique = tuple(dict.fromkeys(runs))
+    return IngestReport(0, lines_consumed, events, tuple(written), unique, tuple(garbage))
+
+
+def _save_cursor(batch: cg.Batch, cursor: _Cursor, at: int | None) -> None:
+    text = cursor.to_text()
+    if cursor.uri is None:
+        cursor.uri = batch.write(
+            cg.Event(
+                text=text,
+                tags=("agent-events-cursor", _tag("file", cursor.key)),
+                kind="cursor",
+                channel="agent-events",
+                confidence=0.0,
+                priority=1,
+            ),
+            ns=CURSOR_NS,
+            at=at,
+        )
+    else:
+        cursor.uri = batch.update(cursor.uri, text=text, at=at)
 
 
 def ingest_events(cx: cg.Cortex, path: str | Path, *, ns: str = "default") -> IngestReport:
@@ -603,13 +666,32 @@ def ingest_events(cx: cg.Cortex, path: str | Path, *, ns: str = "default") -> In
         files = [target]
     else:
         raise cg.ValidationError(f"{str(target)!r} is neither a directory nor a file", field="path")
-    reports = []
-    for file in files:
+    keyed = [(file, *_file_key(file)) for file in files]
+    cursors = _cursors_of(cx, [key for _, key, _, _ in keyed])
+    reports: list[IngestReport] = []
+    unreadable: list[tuple[str, int, str]] = []
+    group: list[_Slice] = []
+    size = 0
+    for file, key, agent_id, active in keyed:
+        cursor = cursors.get(key) or _Cursor(None, key)
         try:
-            reports.append(_ingest_file(cx, file, ns))
-        except FileNotFoundError:  # renamed between listing and reading: the next pass has it
+            lines = _new_lines(file, cursor, active)
+        except FileNotFoundError:  # renamed since it was listed: the next pass reads it
             continue
-    return _merge(reports) if reports else IngestReport(0, 0, 0, (), (), ())
+        except OSError as error:
+            unreadable.append((key, cursor.lines + 1, f"unreadable: {error}"))
+            continue
+        for offset in range(0, len(lines), _LINES_PER_BATCH):
+            chunk = lines[offset : offset + _LINES_PER_BATCH]
+            if group and size + len(chunk) > _LINES_PER_BATCH:
+                reports.append(_ingest_group(cx, group, ns))
+                group, size = [], 0
+            group.append((cursor, agent_id, chunk))
+            size += len(chunk)
+    if group:
+        reports.append(_ingest_group(cx, group, ns))
+    merged = _merge(reports)
+    return attrs.evolve(merged, files=len(files), garbage=merged.garbage + tuple(unreadable))
 
 
 def _active(directory: Path) -> list[Path]:

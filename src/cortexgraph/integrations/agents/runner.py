@@ -29,13 +29,16 @@ import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import attrs
 
 import cortexgraph as cg
 
 from .events import IngestReport, _merge, ingest_events
+
+if TYPE_CHECKING:
+    from ...core.predicates import Predicate
 
 __all__ = ["AgentRunner", "RunResult"]
 
@@ -103,7 +106,7 @@ class AgentRunner:
         prompt: str,
         command: Sequence[str],
         *,
-        where: Any = None,
+        where: Predicate | None = None,
         recall: int = 10,
         scope_limit: int = 50,
         provider: str | None = None,
