@@ -139,6 +139,20 @@ def test_a_child_that_dies_is_an_error_run(cx, tmp_path: Path) -> None:
     assert [m.kind for m in errors] == ["error"]
 
 
+def test_a_child_past_its_timeout_is_killed_and_recorded_as_an_error(cx, tmp_path: Path) -> None:
+    """A child that never ends is killed at ``timeout``; what it printed before is kept and
+    the run ends with an error event carrying its (negative) exit status."""
+    command = [
+        sys.executable,
+        "-c",
+        "import json, time; print(json.dumps({'event': 'start'}), flush=True); time.sleep(120)",
+    ]
+    result = AgentRunner(cx, tmp_path / "ev").run("stuck", "wait", command, recall=0, timeout=0.5)
+    assert result.returncode < 0 and result.error is not None
+    assert [e["event"] for e in _lines(result.path)] == ["request", "start", "error"]
+    assert "failed" in cx.resolve(result.run).memory.tags
+
+
 def test_a_continuation_run_is_linked_to_its_session(cx, tmp_path: Path) -> None:
     """Two runs with the same session id: the second is derived_from the first."""
     runner = AgentRunner(cx, tmp_path / "ev", clock=cg.ManualClock(T0 + 5))
