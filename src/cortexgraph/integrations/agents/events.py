@@ -121,16 +121,17 @@ class IngestReport:
             "garbage": [{"file": f, "line": n, "reason": r} for f, n, r in self.garbage],
         }
 
-
-def _merge(reports: list[IngestReport]) -> IngestReport:
-    return IngestReport(
-        files=sum(r.files for r in reports),
-        lines=sum(r.lines for r in reports),
-        events=sum(r.events for r in reports),
-        written=tuple(u for r in reports for u in r.written),
-        runs=tuple(dict.fromkeys(u for r in reports for u in r.runs)),
-        garbage=tuple(g for r in reports for g in r.garbage),
-    )
+    @classmethod
+    def merge(cls, reports: list[IngestReport]) -> IngestReport:
+        """One report for several calls (runs listed once, in order)."""
+        return cls(
+            files=sum(r.files for r in reports),
+            lines=sum(r.lines for r in reports),
+            events=sum(r.events for r in reports),
+            written=tuple(u for r in reports for u in r.written),
+            runs=tuple(dict.fromkeys(u for r in reports for u in r.runs)),
+            garbage=tuple(g for r in reports for g in r.garbage),
+        )
 
 
 def _tag(prefix: str, value: object) -> str:
@@ -690,7 +691,7 @@ def ingest_events(cx: cg.Cortex, path: str | Path, *, ns: str = "default") -> In
             size += len(chunk)
     if group:
         reports.append(_ingest_group(cx, group, ns))
-    merged = _merge(reports)
+    merged = IngestReport.merge(reports)
     return attrs.evolve(merged, files=len(files), garbage=merged.garbage + tuple(unreadable))
 
 
@@ -737,7 +738,7 @@ def follow(
         if report.lines and on_report is not None:
             on_report(report)
         reports.append(report)
-    return _merge(reports)
+    return IngestReport.merge(reports)
 
 
 def _passes(

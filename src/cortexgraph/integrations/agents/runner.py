@@ -35,7 +35,7 @@ import attrs
 
 import cortexgraph as cg
 
-from .events import IngestReport, _merge, ingest_events
+from .events import IngestReport, ingest_events
 
 if TYPE_CHECKING:
     from ...core.predicates import Predicate
@@ -187,7 +187,7 @@ class AgentRunner:
         final = folder / f"{ts}.jsonl"
         active.rename(final)
         reports.append(ingest_events(self.cx, final, ns=self.ns))
-        merged = _merge(reports)
+        merged = IngestReport.merge(reports)
         runs = merged.runs
         return RunResult(
             agent_id=agent_id,
