@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,6 +125,21 @@ def test_scope_from_env_checks_its_variables(cx, tmp_path: Path) -> None:
         cg.scope_from_env({"CORTEXGRAPH_SCOPE": str(path), "CORTEXGRAPH_ROOT": "00" * 32})
 
 
+def test_scope_from_env_needs_no_store(tmp_path: Path) -> None:
+    """The bundle file and the root are enough: with the store closed and deleted, the
+    view still verifies and answers."""
+    with cg.open(tmp_path / "store", "parent", clock=cg.ManualClock(T0)) as cx:
+        cx.write(cg.Fact(text="Deploys go through the CI pipeline", tags=["deploy"]))
+        (tmp_path / "b.scope").write_bytes(cx.scope(cg.Q.tag("deploy"), limit=5))
+        root = cx.overall_root().hex()
+    shutil.rmtree(tmp_path / "store")
+    view = cg.scope_from_env(
+        {"CORTEXGRAPH_SCOPE": str(tmp_path / "b.scope"), "CORTEXGRAPH_ROOT": root}
+    )
+    hits = view.find(cg.Q.tag("deploy"), limit=5).hits
+    assert [h.record.memory.text for h in hits] == ["Deploys go through the CI pipeline"]
+
+
 def test_a_child_that_dies_is_an_error_run(cx, tmp_path: Path) -> None:
     """A child that exits non-zero without finishing gets an error event with its status
     and standard error; the run is tagged failed and the error is linked to it."""
@@ -215,5 +231,6 @@ def test_cli_ingest_events_and_run_agent(tmp_path: Path, capsys, monkeypatch) ->
     assert main([*argv, "--recall", "0", "--", *CHILD]) == 0
     ran = json.loads(capsys.readouterr().out)
     assert ran["scope"] == 3 and ran["result"].startswith("Why?: scope had ")
+    assert Path(ran["path"]).parent == tmp_path / "s" / ".agent-events" / "me" / "cli"
     assert main([*argv, "--", sys.executable, "-c", "raise SystemExit(2)"]) == 1
     assert "without finishing" in json.loads(capsys.readouterr().out)["error"]

@@ -40,7 +40,9 @@ def add_agents_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         parents=[common],
         help="run an agent command with a scope, recording its events (-- COMMAND...)",
     )
-    p.add_argument("--dir", default=None, help="event directory (default: ROOT/agents)")
+    p.add_argument(
+        "--dir", default=None, help="event directory (default: ROOT/.agent-events/ACTOR)"
+    )
     p.add_argument("--name", required=True, help="the agent's name")
     p.add_argument("--prompt", required=True, help="the request's prompt")
     p.add_argument("--tag", action="append", help="scope: memories with this tag (repeat: any)")
@@ -91,7 +93,8 @@ def cmd_run_agent(args: argparse.Namespace, out: Output) -> int:
     where: Predicate | None = None
     for tag in args.tag or ():
         where = Q.tag(tag) if where is None else where | Q.tag(tag)
-    directory = Path(args.dir) if args.dir else Path(args.root) / "agents"
+    # a dot name can never be an actor's directory (actor names start with a letter or digit)
+    directory = Path(args.dir) if args.dir else Path(args.root) / ".agent-events" / args.actor
     with open_store(args.root, args.actor) as cx:
         result = AgentRunner(cx, directory).run(
             args.name,
