@@ -186,6 +186,35 @@ def test_garbage_never_raises(cx, tmp_path: Path) -> None:
     assert [r.memory.text for r in _linked(cx, run, "derived_from")] == ["done"]
 
 
+def test_a_file_shorter_than_its_cursor_is_reported(cx, tmp_path: Path) -> None:
+    """A file cut below what was ingested is reported on each call and writes nothing;
+    what was ingested from it stays."""
+    shutil.copytree(FIXTURES, tmp_path / "ev")
+    ingest_events(cx, tmp_path / "ev")
+    path = tmp_path / "ev" / "researcher" / "1700000200000.jsonl"
+    path.write_bytes(path.read_bytes()[:100])
+    seq = cx.seq
+    for _ in range(2):
+        report = ingest_events(cx, tmp_path / "ev")
+        assert [(g[0], g[1]) for g in report.garbage] == [("researcher/1700000200000", 8)]
+        assert "fewer than the" in report.garbage[0][2] and cx.seq == seq
+    assert "finished" in _run(cx, "1700000200000").memory.tags
+
+
+def test_a_slice_of_garbage_is_dated_by_the_file_not_the_clock(tmp_path: Path) -> None:
+    """Lines that are all garbage still move the cursor, at the file's own time: two
+    stores with different clocks journal the same bytes."""
+    folder = tmp_path / "ev" / "noise"
+    folder.mkdir(parents=True)
+    (folder / "1700000400000.jsonl").write_text("nope\n[]\n")
+    journals = []
+    for n, now in enumerate((T0, T0 + 999_999)):
+        with cg.open(tmp_path / f"s{n}", "runner", clock=cg.ManualClock(now)) as cx:
+            assert len(ingest_events(cx, tmp_path / "ev").garbage) == 2
+            journals.append(list(cx.journal_bytes()))
+    assert journals[0] == journals[1]
+
+
 @pytest.mark.parametrize(
     ("path", "field"),
     [("missing-dir", "path"), ("default/notes.jsonl", "path")],

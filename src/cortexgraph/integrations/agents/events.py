@@ -35,8 +35,9 @@ not consumed. The cursor is keyed by ``<name>/<ts>``, so it survives the rename.
 
 **Garbage.** A line that is not a JSON object with a known ``event`` and an integer ``ts``
 (or whose ``agent_id`` is not the file's) is counted and reported with its line number,
-never raised. The last line of an active file without its newline is being written: it
-is left for the next call.
+never raised; so is a file shorter than what its cursor consumed (it was rewritten). The
+last line of an active file without its newline is being written: it is left for the next
+call.
 """
 
 from __future__ import annotations
@@ -195,7 +196,8 @@ class _Cursor:
     bytes: int = 0
     run: str | None = None
     ns: str | None = None
-    calls: dict[str, list[Any]] = attrs.Factory(dict)  # call_id -> [uri, start ts]
+    #: the tool calls still running: call_id -> [uri, start ts, None, line tag, tool]
+    calls: dict[str, list[Any]] = attrs.Factory(dict)
     tags: list[str] = attrs.Factory(list)  # the run's current tags
     name: str = ""
 
@@ -462,7 +464,8 @@ class _FileIngest:
         uri = self.batch.write(memory, ns=ns, at=ts)
         self.written.append(uri)
         self.batch.add_edge(uri, run, "relates_to", at=ts)
-        self.cursor.calls[call_id] = [str(_head(uri)), ts, text, key, tool]
+        # the text stays in the memory (clipping it again at the end gives the same prefix)
+        self.cursor.calls[call_id] = [str(_head(uri)), ts, None, key, tool]
 
     def _tool_end(self, event: dict[str, Any], key: str, ns: str, run: cg.MemoryURI) -> None:
         ts = event["ts"]
@@ -475,6 +478,8 @@ class _FileIngest:
             text = f"{tool} {_jsonish(args)}" if args is not None else tool
             opened = [None, None, text, key, tool]
         start_uri, start, text, start_key, tool = opened
+        if text is None:
+            text = self.batch.resolve(cg.MemoryURI.parse(start_uri)).memory.text
         end = ts if start is None else max(ts, int(start))
         memory = self._tool_memory(tool, call_id, text, start_key, start, end, result)
         if start_uri is None:
@@ -517,6 +522,10 @@ def _check_ns(name: str) -> str:
     return check_name(name, "facet")
 
 
+class _Shrunk(Exception):
+    """An event file is shorter than what its cursor consumed (rewritten or truncated)."""
+
+
 _Slice = tuple[_Cursor, str, list[tuple[bytes, int]]]  # cursor, agent id, (line, bytes)
 
 
@@ -526,7 +535,10 @@ def _new_lines(path: Path, cursor: _Cursor, active: bool) -> list[tuple[bytes, i
     Raises:
         OSError: the file cannot be read (FileNotFoundError: it was renamed meanwhile).
     """
-    if path.stat().st_size <= cursor.bytes:
+    size = path.stat().st_size
+    if size < cursor.bytes:
+        raise _Shrunk(f"the file has {size} bytes, fewer than the {cursor.bytes} already ingested")
+    if size == cursor.bytes:
         return []
     with path.open("rb") as handle:
         handle.seek(cursor.bytes)
@@ -611,7 +623,8 @@ def _ingest_group(cx: cg.Cortex, group: list[_Slice], ns: str) -> IngestReport:
             written.extend(step.written)
             cursor.lines += len(chunk)
             cursor.bytes += sum(size for _, size in chunk)
-            _save_cursor(batch, cursor, at)
+            # a slice of garbage only is dated by the file's own time, never the clock
+            _save_cursor(batch, cursor, int(agent_id) if at is None else at)
             if cursor.run is not None:
                 runs.append(cg.MemoryURI.parse(cursor.run))
     lines_consumed = sum(len(chunk) for _, _, chunk in group)
@@ -681,6 +694,9 @@ def ingest_events(cx: cg.Cortex, path: str | Path, *, ns: str = "default") -> In
             continue
         except OSError as error:
             unreadable.append((key, cursor.lines + 1, f"unreadable: {error}"))
+            continue
+        except _Shrunk as error:  # reported every call; the lines ingested stay
+            unreadable.append((key, cursor.lines + 1, str(error)))
             continue
         for offset in range(0, len(lines), _LINES_PER_BATCH):
             chunk = lines[offset : offset + _LINES_PER_BATCH]
