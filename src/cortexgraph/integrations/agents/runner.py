@@ -187,7 +187,7 @@ class AgentRunner:
         final = folder / f"{ts}.jsonl"
         active.rename(final)
         reports.append(ingest_events(self.cx, final, ns=self.ns))
-        merged = IngestReport.merge(reports)
+        merged = attrs.evolve(IngestReport.merge(reports), files=1)  # one file, many calls
         runs = merged.runs
         return RunResult(
             agent_id=agent_id,
