@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,37 @@ def test_cli_ingest_events_and_run_agent(tmp_path: Path, capsys, monkeypatch) ->
     assert Path(ran["path"]).parent == tmp_path / "s" / ".agent-events" / "me" / "cli"
     assert main([*argv, "--", sys.executable, "-c", "raise SystemExit(2)"]) == 1
     assert "without finishing" in json.loads(capsys.readouterr().out)["error"]
+
+
+def test_cli_follow_tails_an_active_file_until_it_is_renamed(tmp_path: Path) -> None:
+    """``cortexgraph ingest-events --follow`` in its own process: once it has recorded the
+    request (seen through a read-only handle, polled with a deadline), the rest of the run
+    is appended and the file renamed; the command then exits with all eight events."""
+    source = HERE / "fixtures" / "agents" / "events" / "default" / "1700000000000.jsonl"
+    raw = source.read_bytes().splitlines(keepends=True)
+    folder = tmp_path / "ev" / "default"
+    folder.mkdir(parents=True)
+    active = folder / "1700000000000_active.jsonl"
+    active.write_bytes(raw[0])
+    command = [sys.executable, "-m", "cortexgraph.cli", "ingest-events", str(tmp_path / "ev")]
+    command += ["--follow", "--interval", "0.02", "--timeout", "60", "--json"]
+    command += ["--root", str(tmp_path / "s"), "--actor", "me"]
+    env = {**os.environ, **ENV}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as child:
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, "the follower never recorded the request"
+            assert child.poll() is None, "the follower exited while the file was active"
+            try:
+                with cg.open(tmp_path / "s", "me", readonly=True, create=False) as cx:
+                    if cx.find(cg.Q.tag("agent-run"), limit=1).hits:
+                        break
+            except cg.CortexError:  # the follower has not created the store yet
+                continue
+        with active.open("ab") as out:
+            out.write(b"".join(raw[1:]))
+        active.rename(folder / "1700000000000.jsonl")
+        out_text, _ = child.communicate(timeout=60)
+    assert child.returncode == 0
+    report = json.loads(out_text)
+    assert (report["lines"], report["events"], len(report["runs"])) == (8, 8, 1)
