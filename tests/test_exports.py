@@ -79,6 +79,7 @@ PUBLIC = [
     "estimate_tokens",
     "open",
     "render",
+    "scope_from_env",
     "store_generation",
     "verify",
     "verify_scope",

@@ -33,7 +33,17 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
     (
         "verbs",
         frozenset(
-            {"batch", "embedding", "find", "recall", "context", "compact", "scope", "replay"}
+            {
+                "batch",
+                "embedding",
+                "find",
+                "recall",
+                "context",
+                "compact",
+                "scope",
+                "scope_env",
+                "replay",
+            }
         ),
     ),
     ("facade", frozenset({"cortex", "merkle", "__init__"})),

@@ -83,6 +83,7 @@ if TYPE_CHECKING:
     from .recall import RecallHit, RecallResult
     from .replay import ActorReport, VerifyReport, verify
     from .scope import ScopeView, verify_scope
+    from .scope_env import scope_from_env
     from .store.stamp import store_generation
 
 __version__ = "0.1.0"
@@ -144,6 +145,7 @@ _LAZY: dict[str, str] = {
     "verify": ".replay",
     "ScopeView": ".scope",
     "verify_scope": ".scope",
+    "scope_from_env": ".scope_env",
     "store_generation": ".store.stamp",
 }
 
@@ -239,6 +241,7 @@ __all__ = [
     "estimate_tokens",
     "open",
     "render",
+    "scope_from_env",
     "store_generation",
     "verify",
     "verify_scope",

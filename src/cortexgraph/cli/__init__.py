@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import CortexError, NotFoundError, __version__
+from .agents import add_agents_parser
 from .chat import add_chat_parser
 from .claude_code import add_claude_code_parser
 from .extract import add_extract_parser
@@ -312,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_index_code_parser(sub, common)
     add_mcp_parser(sub, common)
     add_chat_parser(sub, common)
+    add_agents_parser(sub, common)
     return parser
 
 
