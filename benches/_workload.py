@@ -25,6 +25,7 @@ run, for every table but ``meta`` and ``snapshots``.
 from __future__ import annotations
 
 import random
+import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -38,7 +39,7 @@ import cortexgraph.writing as writing_module
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.keys import ID_SIZE
 from cortexgraph.core.mmr import mmr_node_count
-from cortexgraph.core.postings import decode_forward, posting_prefix
+from cortexgraph.core.postings import decode_forward, index_text, posting_prefix
 from cortexgraph.store.env import DEFAULT_MAP_SIZE, TABLES
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "WRITE_TABLES",
     "Op",
     "RawStore",
+    "SqliteFts5",
     "capture_batches",
     "check_same_bytes",
     "chunks",
@@ -424,3 +426,37 @@ class RawStore:
     def close(self) -> None:
         if self._owned:
             self.env.close()
+
+
+class SqliteFts5:
+    """What a user would otherwise pick for durable single writes: SQLite in WAL mode with
+    ``synchronous=FULL`` (each commit fsyncs the WAL), a table of memories and an FTS5
+    index over the same text the keyword index holds (``index_text``), with its tags in an
+    indexed table.
+
+    :meth:`write` is one memory in one transaction, as ``cx.write`` outside a batch is.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.db = sqlite3.connect(path, isolation_level=None)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE memories(id INTEGER PRIMARY KEY, ns TEXT, text TEXT)")
+        self.db.execute("CREATE TABLE tags(tag TEXT, id INTEGER)")
+        self.db.execute("CREATE INDEX tags_by_tag ON tags(tag, id)")
+        self.db.execute(
+            "CREATE VIRTUAL TABLE fts USING fts5(text, content='memories', content_rowid='id')"
+        )
+
+    def write(self, memory: cg.Memory, ns: str) -> None:
+        """Insert ``memory`` (row, tags, FTS5 postings) in one durable transaction."""
+        text = index_text(memory)
+        db = self.db
+        db.execute("BEGIN")
+        row = db.execute("INSERT INTO memories(ns, text) VALUES (?, ?)", (ns, text)).lastrowid
+        db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (row, text))
+        db.executemany("INSERT INTO tags VALUES (?, ?)", ((tag, row) for tag in memory.tags))
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        self.db.close()

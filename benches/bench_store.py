@@ -10,7 +10,9 @@ rows (``mmr`` nodes, ``smt`` chunk rows) included:
 
 - ``batched-write``: one round is one batch of 1,000 memories, committed with sync on;
   rounds continue the same store, so round ``i`` writes memories ``1000*i ..``.
-- ``single-durable-write``: one round is one memory in its own fsync'ed commit.
+- ``single-durable-write``: one round is one memory in its own fsync'ed commit; the
+  primary baseline is SQLite in WAL mode (``synchronous=FULL``) inserting the same text
+  into a table and an FTS5 index, one transaction per memory.
 - ``resolve-hot`` / ``resolve-cold``: ``resolve`` of a pinned URI on a store of 100,000
   memories, against a raw read transaction that gets the same ``heads`` and ``versions``
   keys through the same LMDB handle. Hot cycles 1,000 URIs whose bodies the library's
@@ -38,6 +40,7 @@ from _workload import (
     STEP_MS,
     Op,
     RawStore,
+    SqliteFts5,
     capture_batches,
     chunks,
     make_memories,
@@ -168,6 +171,22 @@ def test_single_durable_write_raw_lmdb(
         )
     finally:
         raw.close()
+
+
+@pytest.mark.benchmark(group="single-durable-write")
+def test_single_durable_write_sqlite_fts5(
+    benchmark: Any, tmp_path: Path, single_workload: tuple[list[cg.Memory], list[list[Op]]]
+) -> None:
+    memories, _ = single_workload
+    sqlite = SqliteFts5(tmp_path / "single.sqlite")
+    try:
+        benchmark.pedantic(
+            lambda _i, memory: sqlite.write(memory, NS),
+            setup=_feeder(memories),
+            rounds=SINGLE_ROUNDS,
+        )
+    finally:
+        sqlite.close()
 
 
 # -- resolve --------------------------------------------------------------------------------

@@ -31,8 +31,10 @@ What the store suite measures, each next to a raw py-lmdb baseline run in the sa
    deletes those batches make, Merkle rows (``mmr``, ``smt``) included, captured from a
    scratch store, with the same transaction boundaries.
 2. single durable writes: 200 memories, each ``cx.write`` its own fsync'ed commit, against
-   one raw commit of that write's puts and deletes (its ``mmr`` nodes and ``smt`` rows
-   included); the two alternate, write by write. µs p50 / p95.
+   SQLite in WAL mode (``synchronous=FULL``) inserting the same text into a table and an
+   FTS5 index in one transaction (the primary baseline), and against one raw commit of that
+   write's puts and deletes (its ``mmr`` nodes and ``smt`` rows included; the floor); the
+   three alternate, write by write. µs p50 / p95.
 3. ``resolve`` of pinned URIs on a store of ``--n`` memories: a hot set of 1,000 URIs
    resolved repeatedly (their bodies sit in the library's verified-body memo), and cold: the
    memo cleared, then up to 20,000 distinct memories drawn uniformly from the whole store,
@@ -80,6 +82,7 @@ from _workload import (
     NS,
     STEP_MS,
     RawStore,
+    SqliteFts5,
     capture_batches,
     check_same_bytes,
     make_memories,
@@ -100,7 +103,10 @@ COLD_CALLS = 20_000
 
 TARGET_BATCH_RATE = 20_000  # memories/s, at least
 TARGET_SINGLE_RATIO = 1.5  # x a raw commit, at most
+TARGET_SINGLE_SQLITE_RATIO = 1.0  # x SQLite's single insert with FTS5, at most
 TARGET_RESOLVE_US = 20.0  # µs, at most
+
+SQLITE_BASELINE = "SQLite WAL+FTS5"
 
 _clock = time.perf_counter
 #: bytes before the body in a ``versions`` row (layout, seq, at)
@@ -150,15 +156,19 @@ def _raw_rate(path: Path, batches: list[list[Any]], memories: int, *, sync: bool
         raw.close()
 
 
-def measure_single(root: Path) -> tuple[list[float], list[float]]:
-    """µs per durable write, cortexgraph and raw alternating write by write."""
+def measure_single(root: Path) -> tuple[list[float], list[float], list[float]]:
+    """µs per durable write: cortexgraph, a raw LMDB commit of the same rows, and SQLite
+    (WAL, ``synchronous=FULL``, FTS5) inserting the same text, the three alternating write
+    by write so that they share the machine's moments."""
     memories = make_memories(SINGLES, seed=2)
     progress(f"single durable writes: capturing the writes of {len(memories)} memories")
     batches = capture_batches(memories, batch_size=1)
     cx = cg.open(root / "single", ACTOR, sync=True)
     raw = RawStore.create(root / "single-raw", sync=True)
+    sqlite = SqliteFts5(root / "single.sqlite")
     ours: list[float] = []
     raw_us: list[float] = []
+    sqlite_us: list[float] = []
     try:
         for i, (memory, ops) in enumerate(zip(memories, raw.bind(batches), strict=True)):
             at = BASE_AT + i * STEP_MS
@@ -167,17 +177,22 @@ def measure_single(root: Path) -> tuple[list[float], list[float]]:
             middle = _clock()
             raw.write(ops)
             end = _clock()
+            sqlite.write(memory, NS)
+            last = _clock()
             ours.append((middle - start) * 1e6)
             raw_us.append((end - middle) * 1e6)
+            sqlite_us.append((last - end) * 1e6)
     finally:
         cx.close()
         raw.close()
+        sqlite.close()
     check_same_bytes(root / "single" / ACTOR, root / "single-raw")
     progress(
         f"single durable writes: p50 cortexgraph {statistics.median(ours):,.0f} µs,"
-        f" raw {statistics.median(raw_us):,.0f} µs"
+        f" raw {statistics.median(raw_us):,.0f} µs,"
+        f" SQLite+FTS5 {statistics.median(sqlite_us):,.0f} µs"
     )
-    return ours, raw_us
+    return ours, raw_us, sqlite_us
 
 
 def time_calls(call: Callable[[Any], object], args: Sequence[Any]) -> list[float]:
@@ -259,16 +274,19 @@ def row(
     ours: float,
     raw: float,
     *,
+    baseline: str = "raw LMDB",
     higher_is_better: bool = False,
     target: str = "",
     met: bool | None = None,
 ) -> dict[str, Any]:
-    """One table row; ``ratio`` is cortexgraph's cost as a multiple of raw LMDB's."""
+    """One table row; ``ratio`` is cortexgraph's cost as a multiple of the baseline's
+    (raw LMDB's unless ``baseline`` names another)."""
     ratio = raw / ours if higher_is_better else ours / raw
     return {
         "operation": operation,
         "unit": unit,
         "cortexgraph": ours,
+        "baseline": baseline,
         "raw_lmdb": raw,
         "ratio": ratio,
         "target": target,
@@ -278,7 +296,7 @@ def row(
 
 def build_rows(
     batched: tuple[list[float], list[float], list[float]],
-    single: tuple[list[float], list[float]],
+    single: tuple[list[float], list[float], list[float]],
     resolve: dict[str, tuple[list[float], list[float]]],
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
@@ -296,11 +314,32 @@ def build_rows(
                 met=rate >= TARGET_BATCH_RATE,
             )
         )
-    ours, raw = single
+    ours, raw, sqlite = single
     p50 = row("single durable write p50", "µs", percentile(ours, 50), percentile(raw, 50))
     p50.update(target=f"<= {TARGET_SINGLE_RATIO}x raw", met=p50["ratio"] <= TARGET_SINGLE_RATIO)
     rows.append(p50)
     rows.append(row("single durable write p95", "µs", percentile(ours, 95), percentile(raw, 95)))
+    p50 = row(
+        "single durable write p50",
+        "µs",
+        percentile(ours, 50),
+        percentile(sqlite, 50),
+        baseline=SQLITE_BASELINE,
+    )
+    p50.update(
+        target=f"<= {TARGET_SINGLE_SQLITE_RATIO}x SQLite",
+        met=p50["ratio"] <= TARGET_SINGLE_SQLITE_RATIO,
+    )
+    rows.append(p50)
+    rows.append(
+        row(
+            "single durable write p95",
+            "µs",
+            percentile(ours, 95),
+            percentile(sqlite, 95),
+            baseline=SQLITE_BASELINE,
+        )
+    )
     for kind, label in (("hot", f"hot {HOT_SET:,}"), ("cold", "cold, memo cleared")):
         ours, raw = resolve[kind]
         median = percentile(ours, 50)
@@ -320,10 +359,14 @@ def build_rows(
 
 def build_floor_rows(
     batched: tuple[list[float], list[float], list[float]],
+    single: tuple[list[float], list[float], list[float]],
     resolve: dict[str, tuple[list[float], list[float]]],
 ) -> list[dict[str, Any]]:
     """What the targets leave: the same work with no cortexgraph code around it."""
     _ours, raw, floor = batched
+    _ours, single_raw, single_sqlite = single
+    single_floor = percentile(single_raw, 50)
+    single_target = percentile(single_sqlite, 50) * TARGET_SINGLE_SQLITE_RATIO
     batch_target = f">= {TARGET_BATCH_RATE:,}/s"
     j6 = percentile(resolve["j6_floor"][0], 50)
     return [
@@ -340,6 +383,13 @@ def build_floor_rows(
             "figure": max(floor),
             "target": batch_target,
             "met": max(floor) >= TARGET_BATCH_RATE,
+        },
+        {
+            "floor": "single durable write p50: raw LMDB commit of the same rows (sync, metasync)",
+            "unit": "µs",
+            "figure": single_floor,
+            "target": f"<= {single_target:,.0f} µs ({TARGET_SINGLE_SQLITE_RATIO}x SQLite)",
+            "met": single_floor <= single_target,
         },
         {
             "floor": "resolve p50 (cold): raw reads + the J6 check of the body alone",
@@ -371,12 +421,13 @@ def _number(value: float, unit: str) -> str:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    header = ("operation", "unit", "cortexgraph", "raw LMDB", "cost x raw", "target", "met")
+    header = ("operation", "unit", "cortexgraph", "baseline", "figure", "x base", "target", "met")
     cells = [
         (
             r["operation"],
             r["unit"],
             _number(r["cortexgraph"], r["unit"]),
+            r["baseline"],
             _number(r["raw_lmdb"], r["unit"]),
             f"{r['ratio']:.2f}x",
             r["target"] or "-",
@@ -384,7 +435,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    return markdown_table(header, cells, {2, 3, 4})
+    return markdown_table(header, cells, {2, 4, 5})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -446,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             single = measure_single(root)
             resolve = measure_resolve(root, args.n)
             rows = build_rows(batched, single, resolve)
-            floor_rows = build_floor_rows(batched, resolve)
+            floor_rows = build_floor_rows(batched, single, resolve)
         if args.suite in ("merkle", "all"):
             (root / "merkle").mkdir()
             # The resolve store holds the workload merkle.build_store makes: reuse it.
