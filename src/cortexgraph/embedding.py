@@ -43,7 +43,7 @@ def sync_vectors(
         progress: called as ``progress(done, total)`` while texts are embedded (not at
             all when the cache holds every vector).
         indexing: called as ``indexing(done, total)`` while vectors are inserted into
-            the index (not at all when nothing changed since it was last brought up).
+            the index (not at all when there is nothing to insert).
 
     Returns:
         How many texts were embedded.

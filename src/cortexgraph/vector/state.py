@@ -195,7 +195,7 @@ class VectorState:
         Vectors come from the ``emb`` cache; the rest are embedded (and cached, on a
         read-write handle). ``progress(done, total)`` follows the embedding, if any, and
         ``indexing(done, total)`` the insertion into the graph (in steps of
-        :data:`~cortexgraph.vector.hnsw.BULK_CHUNK`), if anything changed.
+        :data:`~cortexgraph.vector.hnsw.BULK_CHUNK`), if there is anything to insert.
 
         Returns:
             How many texts were embedded (0 when the cache held every vector).
