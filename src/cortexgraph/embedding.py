@@ -27,7 +27,9 @@ from .vector.state import (
 __all__ = ["backfill_embeddings", "embed_written", "sync_vectors"]
 
 
-def sync_vectors(h: Handle, *, progress: Progress | None = None) -> int:
+def sync_vectors(
+    h: Handle, *, progress: Progress | None = None, indexing: Progress | None = None
+) -> int:
     """Bring the handle's vector index up to the journal's end now, rather than at the
     next vector recall (which then embeds only its query).
 
@@ -40,6 +42,8 @@ def sync_vectors(h: Handle, *, progress: Progress | None = None) -> int:
         h: an open handle.
         progress: called as ``progress(done, total)`` while texts are embedded (not at
             all when the cache holds every vector).
+        indexing: called as ``indexing(done, total)`` while vectors are inserted into
+            the index (not at all when there is nothing to insert).
 
     Returns:
         How many texts were embedded.
@@ -50,7 +54,7 @@ def sync_vectors(h: Handle, *, progress: Progress | None = None) -> int:
     if h.active_batch() is not None:
         raise CortexError("vectors sync with committed state; call it outside the batch")
     with h.indexed_read() as (txn, columns, _):
-        return h.vector_state().sync(txn, columns, progress)
+        return h.vector_state().sync(txn, columns, progress, indexing=indexing)
 
 
 def backfill_embeddings(h: Handle, *, progress: Progress | None = None) -> int:

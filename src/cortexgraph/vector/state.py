@@ -182,11 +182,20 @@ class VectorState:
                     rows[labels[i]] = found[i] = mapped
         return found
 
-    def sync(self, txn: ReadTxn, columns: ColumnIndex, progress: Progress | None = None) -> int:
+    def sync(
+        self,
+        txn: ReadTxn,
+        columns: ColumnIndex,
+        progress: Progress | None = None,
+        *,
+        indexing: Progress | None = None,
+    ) -> int:
         """Bring the index to the journal's end: index what changed, drop what left.
 
         Vectors come from the ``emb`` cache; the rest are embedded (and cached, on a
-        read-write handle). ``progress(done, total)`` follows the embedding, if any.
+        read-write handle). ``progress(done, total)`` follows the embedding, if any, and
+        ``indexing(done, total)`` the insertion into the graph (in steps of
+        :data:`~cortexgraph.vector.hnsw.BULK_CHUNK`), if there is anything to insert.
 
         Returns:
             How many texts were embedded (0 when the cache held every vector).
@@ -203,8 +212,7 @@ class VectorState:
         live, inactive = live_texts(txn, todo)
         gone |= inactive
         vectors, embedded = self._vectors(txn, [text for _, text in live], progress)
-        for (memory_id, _), vector in zip(live, vectors, strict=True):
-            index.upsert(memory_id, vector)
+        index.upsert_many([memory_id for memory_id, _ in live], vectors, progress=indexing)
         for memory_id in sorted(gone):
             if memory_id in index:
                 index.remove(memory_id)

@@ -1,0 +1,279 @@
+"""The first vector-using recall after many batched writes: the vector index's catch-up.
+
+Usage::
+
+    .venv/bin/python benches/vector_catchup.py                   # 20,000 memories
+    .venv/bin/python benches/vector_catchup.py --n 100000 --json
+    .venv/bin/python benches/vector_catchup.py --sweep           # also M, ef_construction
+
+A store of ``--n`` memories of the deterministic workload (``benches/_workload.py``) is
+written in batches of 1,000 with ``sync=False`` and the default
+:class:`~cortexgraph.embed.HashEmbedder` (384 dimensions), nothing embedded at write time
+(with ``--embed-on-write``, the writer embeds after each batch and keeps the saved index
+within 1,000 journal entries: the cost moves to the writes). Then the first
+``recall(mode="hybrid")`` is timed, which catches the vector index up with what it lacks
+(the whole journal, without ``--embed-on-write``), split into: embedding (the embedder's
+own calls), inserting into the HNSW graph (``VectorIndex.upsert``/``upsert_many``), and
+the rest (reading each memory's text, the ``emb`` cache, the column index, the recall
+itself). The split is measured by wrapping those calls, so the script runs as well on code
+from before ``upsert_many`` existed (run it with another ``PYTHONPATH`` to compare).
+
+Then recall@10 of ``VectorIndex.search`` against ``exact_search`` over 200 queries of the
+workload's words, at the ``ef`` a plain ``search(k=10)`` uses (64) and at the depth recall's
+vector channel searches (100); a hit tied in similarity with the exact 10th counts as
+found. ``--sweep`` builds graphs of the same vectors with other ``M`` and
+``ef_construction`` (one thread, bulk ``add_items``) and reports their build time and
+recall, and checks whether two builds with two threads give the same bytes.
+
+Progress goes to stderr; the table (or JSON with ``--json``) to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import hnswlib
+import numpy as np
+import numpy.typing as npt
+
+import cortexgraph as cg
+from _report import TimedEmbedder, environment, markdown_table, progress
+from _workload import _WORDS, ACTOR, make_memories, write_cortex
+from cortexgraph.core.text import STOPWORDS
+from cortexgraph.embed import HashEmbedder
+from cortexgraph.vector import VectorIndex
+
+BATCH = 1_000
+QUERIES = 200
+TARGET_FIRST_HYBRID_S = 2.0
+TARGET_RECALL = 0.95
+SWEEP = ((16, 200), (16, 100), (16, 64), (24, 100), (32, 100), (12, 100), (8, 100))
+
+_clock = time.perf_counter
+
+
+class InsertTimer:
+    """Adds up the seconds spent in ``VectorIndex.upsert`` and ``upsert_many`` while
+    installed (methods wrapped on the class, restored by :meth:`remove`)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._saved: dict[str, Any] = {}
+
+    def install(self) -> None:
+        for name in ("upsert", "upsert_many"):
+            method = getattr(VectorIndex, name, None)
+            if method is None:
+                continue
+            self._saved[name] = method
+
+            def timed(*args: Any, __method: Any = method, **kwargs: Any) -> Any:
+                start = _clock()
+                try:
+                    return __method(*args, **kwargs)
+                finally:
+                    self.seconds += _clock() - start
+
+            setattr(VectorIndex, name, timed)
+
+    def remove(self) -> None:
+        for name, method in self._saved.items():
+            setattr(VectorIndex, name, method)
+
+
+def make_queries(count: int, seed: int = 11) -> list[str]:
+    words = sorted({w for w in _WORDS if w not in STOPWORDS})
+    rng = random.Random(seed)
+    return [" ".join(rng.sample(words, rng.randint(1, 4))) for _ in range(count)]
+
+
+def tie_aware_recall(
+    found: list[list[int]], sims: npt.NDArray[np.float32], exact_tenth: npt.NDArray[np.float32]
+) -> float:
+    """Mean share of each query's 10 hits whose exact similarity reaches the exact 10th."""
+    shares = [
+        float(np.sum(sims[q, labels] >= exact_tenth[q] - 1e-6)) / 10
+        for q, labels in enumerate(found)
+    ]
+    return sum(shares) / len(shares)
+
+
+def first_hybrid(
+    root: Path, n: int, *, embed_on_write: bool = False
+) -> tuple[dict[str, Any], VectorIndex, list[str]]:
+    """Write the store, time the first hybrid recall and its parts."""
+    memories = make_memories(n, seed=3)
+    embedder = TimedEmbedder(HashEmbedder())
+    result: dict[str, Any] = {"n": n, "embed_on_write": embed_on_write}
+    cx = cg.open(root, ACTOR, sync=False, embedder=embedder, embed_on_write=embed_on_write)
+    progress(f"vector_catchup: writing {n:,} memories in batches of {BATCH:,}")
+    start = _clock()
+    write_cortex(cx, memories, batch_size=BATCH)
+    result["write_s"] = _clock() - start
+    cx.recall("deploy", k=10, mode="keyword")  # the column index, built before the timing
+    progress("vector_catchup: first hybrid recall (catches the vector index up)")
+    inserts = InsertTimer()
+    inserts.install()
+    embedder.seconds = 0.0
+    try:
+        start = _clock()
+        cx.recall("deploy the service", k=10, mode="hybrid")
+        total = _clock() - start
+    finally:
+        inserts.remove()
+    result["first_hybrid_s"] = total
+    result["embed_s"] = embedder.seconds
+    result["insert_s"] = inserts.seconds
+    result["rest_s"] = total - embedder.seconds - inserts.seconds
+    result["inserts_per_s"] = n / inserts.seconds if inserts.seconds else None
+    start = _clock()
+    for query in make_queries(20, seed=5):
+        cx.recall(query, k=10, mode="hybrid")
+    result["later_hybrid_ms"] = (_clock() - start) / 20 * 1e3
+    index = cx._vector_state().index
+    queries = make_queries(QUERIES)
+    vectors = HashEmbedder().embed(queries)
+    cx.close()
+    progress(
+        f"vector_catchup: first hybrid {total:.2f} s (embedding {embedder.seconds:.2f} s, "
+        f"inserting {inserts.seconds:.2f} s)"
+    )
+    return result, index, [vectors[i].tobytes().hex() for i in range(len(queries))]
+
+
+def recall_of(index: Any, queries: npt.NDArray[np.float32], ef: int, exact: Any) -> float:
+    sims, tenth = exact
+    index.set_ef(ef)
+    labels, _ = index.knn_query(queries, k=10, num_threads=1)
+    return tie_aware_recall(labels.tolist(), sims, tenth)
+
+
+def measure_recall(index: VectorIndex, query_hex: list[str]) -> dict[str, Any]:
+    """Recall@10 of ``search`` against ``exact_search`` at ef 64 and at depth 100."""
+    queries = np.stack([np.frombuffer(bytes.fromhex(h), dtype=np.float32) for h in query_hex])
+    matrix = index._vectors()
+    live = np.array([label not in index._deleted for label in range(len(index._ids))])
+    unit = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-30)
+    sims = (unit @ matrix.T).astype(np.float32)
+    sims[:, ~live] = -2.0
+    tenth = np.sort(sims, axis=1)[:, -10]
+    result: dict[str, Any] = {}
+    for ef in (64, 100):
+        result[f"recall_at_10_ef{ef}"] = recall_of(index._index, queries, ef, (sims, tenth))
+    index._index.set_ef(index.ef_search)
+    index._ef = index.ef_search
+    return result
+
+
+def sweep(
+    index: VectorIndex, query_hex: list[str], configs: Sequence[tuple[int, ...]]
+) -> list[dict[str, Any]]:
+    """Build time and recall of graphs of the same vectors with other parameters."""
+    queries = np.stack([np.frombuffer(bytes.fromhex(h), dtype=np.float32) for h in query_hex])
+    matrix = index._vectors()
+    count = matrix.shape[0]
+    unit = queries / np.maximum(np.linalg.norm(queries, axis=1, keepdims=True), 1e-30)
+    sims = (unit @ matrix.T).astype(np.float32)
+    tenth = np.sort(sims, axis=1)[:, -10]
+    rows: list[dict[str, Any]] = []
+    for m, efc in configs:
+        graph = hnswlib.Index(space="cosine", dim=matrix.shape[1])
+        graph.init_index(max_elements=count, M=m, ef_construction=efc, random_seed=100)
+        start = _clock()
+        graph.add_items(matrix, np.arange(count), num_threads=1)
+        seconds = _clock() - start
+        row = {"M": m, "ef_construction": efc, "build_s": seconds, "per_s": count / seconds}
+        for ef in (64, 100):
+            row[f"recall_ef{ef}"] = recall_of(graph, queries, ef, (sims, tenth))
+        rows.append(row)
+        progress(f"vector_catchup: M={m} ef_construction={efc}: {seconds:.1f} s, {row}")
+    return rows
+
+
+def threads_identical(index: VectorIndex, threads: int) -> dict[str, Any]:
+    """Two builds of the first 20,000 vectors with ``threads`` threads and the index's
+    parameters: the same bytes?"""
+    matrix = index._vectors()[:20_000]
+    blobs, seconds = [], []
+    for _ in range(2):
+        graph = hnswlib.Index(space="cosine", dim=matrix.shape[1])
+        graph.init_index(
+            max_elements=len(matrix),
+            M=index.M,
+            ef_construction=index.ef_construction,
+            random_seed=index.seed,
+        )
+        start = _clock()
+        graph.add_items(matrix, np.arange(len(matrix)), num_threads=threads)
+        seconds.append(_clock() - start)
+        with tempfile.TemporaryDirectory() as tmp:
+            graph.save_index(str(Path(tmp) / "g"))
+            blobs.append((Path(tmp) / "g").read_bytes())
+    return {
+        "threads": threads,
+        "n": len(matrix),
+        "build_s": min(seconds),
+        "same": blobs[0] == blobs[1],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=20_000)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--sweep", action="store_true", help="also M and ef_construction")
+    parser.add_argument(
+        "--embed-on-write",
+        action="store_true",
+        help="write with embed_on_write=True (the writer embeds and keeps the index saved)",
+    )
+    parser.add_argument(
+        "--configs", nargs="*", help="the sweep's M,ef_construction pairs (e.g. 24,100)"
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="cg-vector-catchup-") as tmp:
+        root = Path(tmp) / "store"
+        result, index, query_hex = first_hybrid(root, args.n, embed_on_write=args.embed_on_write)
+        result.update(measure_recall(index, query_hex))
+        if args.sweep:
+            configs = (
+                [tuple(int(x) for x in pair.split(",")) for pair in args.configs]
+                if args.configs
+                else SWEEP
+            )
+            result["sweep"] = sweep(index, query_hex, configs)
+            result["threads"] = [threads_identical(index, t) for t in (1, 2)]
+        result["environment"] = environment(args.n, root)
+    result["meets_first_hybrid"] = result["first_hybrid_s"] <= TARGET_FIRST_HYBRID_S
+    result["meets_recall"] = result["recall_at_10_ef100"] >= TARGET_RECALL
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        print()
+        return
+    cells = [
+        ["first hybrid recall (s)", f"{result['first_hybrid_s']:.2f}"],
+        ["  embedding (s)", f"{result['embed_s']:.2f}"],
+        ["  HNSW inserts (s)", f"{result['insert_s']:.2f}"],
+        ["  the rest (s)", f"{result['rest_s']:.2f}"],
+        ["inserts/s", f"{result['inserts_per_s'] or 0:,.0f}"],
+        ["later hybrid recall (ms, mean of 20)", f"{result['later_hybrid_ms']:.1f}"],
+        ["recall@10 vs exact, ef 64", f"{result['recall_at_10_ef64']:.3f}"],
+        ["recall@10 vs exact, ef 100", f"{result['recall_at_10_ef100']:.3f}"],
+    ]
+    print(markdown_table(["after " + f"{args.n:,} batched writes", "value"], cells, {1}))
+    for row in result.get("sweep", []):
+        print(json.dumps(row))
+    for row in result.get("threads", []):
+        print(json.dumps(row))
+
+
+if __name__ == "__main__":
+    main()
