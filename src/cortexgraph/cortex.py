@@ -828,7 +828,13 @@ class Cortex:
             return build_memory_proof(self.hash_name, txn.get, target, txn.last_seq(), version)
 
 
-def sync_vectors(cx: Cortex, *, progress: Callable[[int, int], None] | None = None) -> int:
+def sync_vectors(
+    cx: Cortex,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    indexing: Callable[[int, int], None] | None = None,
+) -> int:
     """Bring the vector index of ``cx`` up to the journal's end now; returns how many
-    texts were embedded (see :func:`cortexgraph.embedding.sync_vectors`)."""
-    return _sync_vectors(cx._handle, progress=progress)
+    texts were embedded (see :func:`cortexgraph.embedding.sync_vectors`). ``progress``
+    follows the embedding, ``indexing`` the inserts into the graph."""
+    return _sync_vectors(cx._handle, progress=progress, indexing=indexing)

@@ -235,7 +235,7 @@ def _catch_up_vectors(cx: Cortex, out: Output) -> None:
         bar(f"embedding {cx.actor}", done, total)
 
     with ProgressBar(enabled=not out.as_json) as bar:
-        sync_vectors(cx, progress=progress)
+        sync_vectors(cx, progress=progress, indexing=bar.step(f"indexing {cx.actor}"))
 
 
 def cmd_recall(args: argparse.Namespace, out: Output) -> int:
