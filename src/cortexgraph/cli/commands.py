@@ -22,7 +22,16 @@ from .. import (
 )
 from ..core.predicates import Predicate
 from ..cortex import sync_vectors
-from .output import Output, fail, print_record, record_json
+from .output import (
+    Output,
+    context_json,
+    edge_json,
+    fail,
+    print_record,
+    recall_json,
+    record_json,
+    traversal_json,
+)
 from .progress import ProgressBar
 
 # ``cortexgraph.io`` (the export format), replay verification, scope checking and
@@ -167,16 +176,8 @@ def cmd_link(args: argparse.Namespace, out: Output) -> int:
             status=args.status,
             origin=args.origin,
         )
-    data = {
-        "src": str(edge.src),
-        "dst": str(edge.dst),
-        "relation": edge.relation,
-        "strength": edge.strength,
-        "status": edge.status,
-        "origin": edge.origin,
-        "seq": edge.seq,
-    }
-    out.emit(data, f"{edge.src} --{edge.relation} ({edge.strength:g}, {edge.status})--> {edge.dst}")
+    text = f"{edge.src} --{edge.relation} ({edge.strength:g}, {edge.status})--> {edge.dst}"
+    out.emit(edge_json(edge), text)
     return 0
 
 
@@ -196,21 +197,11 @@ def cmd_traverse(args: argparse.Namespace, out: Output) -> int:
             direction=args.direction,
             min_strength=args.min_strength,
         )
-    rows = [
-        {
-            "depth": n.depth,
-            "uri": str(n.uri),
-            "via": str(n.via),
-            "relation": n.relation,
-            "direction": n.direction,
-            "strength": n.strength,
-        }
-        for n in result
-    ]
+    data = traversal_json(result)
     if out.as_json:
-        out.emit({"start": str(result.start), "found": rows})
+        out.emit(data)
     else:
-        for row in rows:
+        for row in data["found"]:
             arrow = "<-" if row["direction"] == "in" else "->"
             print(f"{row['depth']}  {arrow} {row['relation']:<13} {row['uri']}")
     return 0
@@ -243,20 +234,11 @@ def cmd_recall(args: argparse.Namespace, out: Output) -> int:
         if args.mode != "keyword":
             _catch_up_vectors(cx, out)
         result = cx.recall(args.text, k=args.k, mode=args.mode, late_binding=args.late_binding)
-        rows: list[dict[str, Any]] = [
-            {
-                "uri": str(h.uri),
-                "score": h.score,
-                "ranks": dict(h.ranks),
-                "text": h.record.memory.text,
-                "via": None if h.via is None else str(h.via),
-            }
-            for h in result
-        ]
+        data = recall_json(result)
     if out.as_json:
-        out.emit({"hits": rows, "mode": result.mode, "seq": result.seq})
+        out.emit(data)
     else:
-        for row in rows:
+        for row in data["hits"]:
             print(f"{row['score']:.4f}  {row['uri']}  {row['text'][:100]}")
     return 0
 
@@ -268,15 +250,7 @@ def cmd_context(args: argparse.Namespace, out: Output) -> int:
         bundle = cx.context(
             query=args.query, budget_tokens=args.budget_tokens, channel=args.channel
         )
-    out.emit(
-        {
-            "text": bundle.text,
-            "tokens": bundle.tokens,
-            "digest": bundle.digest,
-            "items": [[str(u), layer, form] for u, layer, form in bundle.items],
-        },
-        bundle.text,
-    )
+    out.emit(context_json(bundle), bundle.text)
     return 0
 
 

@@ -1,6 +1,7 @@
-"""What the ``cortexgraph`` command prints: records and journal entries as JSON-ready
-dicts, records for people, one JSON document or a line of text per result, and errors on
-stderr (progress bars: :mod:`.progress`)."""
+"""What the ``cortexgraph`` command prints: records, edges, traversals, recall results and
+context bundles as JSON-ready dicts (the MCP server returns the same shapes), records for
+people, one JSON document or a line of text per result, and errors on stderr (progress
+bars: :mod:`.progress`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .. import Record
+    from .. import ContextBundle, Edge, RecallResult, Record, Traversal
 
 __all__ = [
     "Output",
+    "context_json",
+    "edge_json",
     "fail",
     "print_record",
+    "recall_json",
     "record_json",
+    "traversal_json",
 ]
 
 
@@ -32,6 +37,60 @@ def record_json(record: Record) -> dict[str, Any]:
         "at": record.at,
         "created_at": record.created_at,
         "memory": record.memory.to_dict(),
+    }
+
+
+def edge_json(edge: Edge) -> dict[str, Any]:
+    """An edge as a JSON-ready dict."""
+    return {
+        "src": str(edge.src),
+        "dst": str(edge.dst),
+        "relation": edge.relation,
+        "strength": edge.strength,
+        "status": edge.status,
+        "origin": edge.origin,
+        "seq": edge.seq,
+    }
+
+
+def traversal_json(traversal: Traversal) -> dict[str, Any]:
+    """A traversal as a JSON-ready dict: its start and every memory found, nearest first."""
+    found = [
+        {
+            "depth": n.depth,
+            "uri": str(n.uri),
+            "via": str(n.via),
+            "relation": n.relation,
+            "direction": n.direction,
+            "strength": n.strength,
+        }
+        for n in traversal
+    ]
+    return {"start": str(traversal.start), "found": found}
+
+
+def recall_json(result: RecallResult) -> dict[str, Any]:
+    """A recall result as a JSON-ready dict: its hits, mode and seq."""
+    hits = [
+        {
+            "uri": str(h.uri),
+            "score": h.score,
+            "ranks": dict(h.ranks),
+            "text": h.record.memory.text,
+            "via": None if h.via is None else str(h.via),
+        }
+        for h in result
+    ]
+    return {"hits": hits, "mode": result.mode, "seq": result.seq}
+
+
+def context_json(bundle: ContextBundle) -> dict[str, Any]:
+    """A context bundle as a JSON-ready dict."""
+    return {
+        "text": bundle.text,
+        "tokens": bundle.tokens,
+        "digest": bundle.digest,
+        "items": [[str(u), layer, form] for u, layer, form in bundle.items],
     }
 
 

@@ -9,7 +9,7 @@ is unchanged, since every verb validates before it writes.
 
 import base64
 import os
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import attrs
 from mcp.server.mcpserver import MCPServer
@@ -18,7 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
 import cortexgraph as cg
-from cortexgraph.cli.output import record_json
+from cortexgraph.cli.output import (
+    context_json,
+    edge_json,
+    recall_json,
+    record_json,
+    traversal_json,
+)
 from cortexgraph.io import readable
 
 from .compat import add_memory_server_tools
@@ -298,17 +304,7 @@ def _add_tools(server: MCPServer[None], store: Store) -> None:
         result = store.cx.recall(
             text, k=k, mode=mode, where=None if where is None else where.predicate()
         )
-        hits: list[RecallHitResult] = [
-            {
-                "uri": str(h.uri),
-                "score": h.score,
-                "ranks": dict(h.ranks),
-                "text": h.record.memory.text,
-                "via": None if h.via is None else str(h.via),
-            }
-            for h in result
-        ]
-        return {"hits": hits, "mode": result.mode, "seq": result.seq}
+        return cast(RecallResult, recall_json(result))
 
     @server.tool()
     @tool_errors
@@ -394,15 +390,7 @@ def _add_tools(server: MCPServer[None], store: Store) -> None:
         edge = store.cx.add_edge(
             src, dst, relation, strength=strength, status=status, origin=origin
         )
-        return {
-            "src": str(edge.src),
-            "dst": str(edge.dst),
-            "relation": edge.relation,
-            "strength": edge.strength,
-            "status": edge.status,
-            "origin": edge.origin,
-            "seq": edge.seq,
-        }
+        return cast(EdgeResult, edge_json(edge))
 
     @server.tool()
     @tool_errors
@@ -417,18 +405,7 @@ def _add_tools(server: MCPServer[None], store: Store) -> None:
         result = store.cx.traverse(
             uri, depth=depth, relations=relations, direction=direction, min_strength=min_strength
         )
-        found: list[NeighborResult] = [
-            {
-                "depth": n.depth,
-                "uri": str(n.uri),
-                "via": str(n.via),
-                "relation": n.relation,
-                "direction": n.direction,
-                "strength": n.strength,
-            }
-            for n in result
-        ]
-        return {"start": str(result.start), "found": found}
+        return cast(TraverseResult, traversal_json(result))
 
     @server.tool()
     @tool_errors
@@ -437,12 +414,7 @@ def _add_tools(server: MCPServer[None], store: Store) -> None:
     ) -> ContextResult:
         """A token-budgeted context bundle for a prompt (floor, foreground, background)."""
         bundle = store.cx.context(query=query, budget_tokens=budget_tokens, channel=channel)
-        return {
-            "text": bundle.text,
-            "tokens": bundle.tokens,
-            "digest": bundle.digest,
-            "items": [[str(u), layer, form] for u, layer, form in bundle.items],
-        }
+        return cast(ContextResult, context_json(bundle))
 
     @server.tool()
     @tool_errors
