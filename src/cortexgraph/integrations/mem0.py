@@ -107,6 +107,21 @@ def _md5(text: str) -> str:
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest()
 
 
+def _scope_ids(
+    user_id: object, agent_id: object, run_id: object, *, missing: str
+) -> dict[str, str | None]:
+    """The checked ``user_id``, ``agent_id`` and ``run_id`` of a call that needs at least
+    one of them (``missing`` is mem0's message when none is given)."""
+    ids = {
+        "user_id": _entity_id(user_id, "user_id"),
+        "agent_id": _entity_id(agent_id, "agent_id"),
+        "run_id": _entity_id(run_id, "run_id"),
+    }
+    if not any(ids.values()):
+        raise cg.ValidationError(missing, field="user_id")
+    return ids
+
+
 def _entity_id(value: object, name: str) -> str | None:
     """mem0's entity id check (strings, trimmed, no whitespace), then cortexgraph's name rule."""
     if value is None:
@@ -466,16 +481,12 @@ class Memory:
         Raises:
             ValidationError: no entity id, a bad id, messages or metadata.
         """
-        ids = {
-            "user_id": _entity_id(user_id, "user_id"),
-            "agent_id": _entity_id(agent_id, "agent_id"),
-            "run_id": _entity_id(run_id, "run_id"),
-        }
-        if not any(ids.values()):
-            raise cg.ValidationError(
-                "At least one of 'user_id', 'agent_id', or 'run_id' must be provided.",
-                field="user_id",
-            )
+        ids = _scope_ids(
+            user_id,
+            agent_id,
+            run_id,
+            missing="At least one of 'user_id', 'agent_id', or 'run_id' must be provided.",
+        )
         if timestamp is not None:
             raise cg.ValidationError(
                 "timestamp is a mem0 platform feature, not part of the open-source API",
@@ -655,17 +666,13 @@ class Memory:
         Raises:
             ValidationError: no id (mem0's message), or a bad one.
         """
-        ids = {
-            "user_id": _entity_id(user_id, "user_id"),
-            "agent_id": _entity_id(agent_id, "agent_id"),
-            "run_id": _entity_id(run_id, "run_id"),
-        }
-        if not any(ids.values()):
-            raise cg.ValidationError(
-                "At least one filter is required to delete all memories. If you want to delete"
-                " all memories, use the `reset()` method.",
-                field="user_id",
-            )
+        ids = _scope_ids(
+            user_id,
+            agent_id,
+            run_id,
+            missing="At least one filter is required to delete all memories. If you want to"
+            " delete all memories, use the `reset()` method.",
+        )
         scope = _Scope(ids)
         cx = self._existing(scope.actor)
         if cx is not None:
