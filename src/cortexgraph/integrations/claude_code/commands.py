@@ -53,7 +53,7 @@ from .hooks import LOG_NAME, git_context
 from .stores import StoreLocation, global_store, project_store
 
 if TYPE_CHECKING:
-    from ...embed import Embedder
+    pass
 
 __all__ = [
     "Candidate",
@@ -107,36 +107,6 @@ def _stores(
     if not Path(project).is_dir():
         raise ValidationError(f"{project} is not a directory", field="project")
     return [("project", project_store(project)), ("global", global_store(environ))]
-
-
-def _exists(where: StoreLocation) -> bool:
-    return (where.root / where.actor / "data.mdb").is_file()
-
-
-def _open(
-    where: StoreLocation,
-    embedder: Embedder | None = None,
-    *,
-    create: bool = False,
-    readonly: bool = False,
-    autolink: bool = False,
-) -> cg.Cortex:
-    """Open a store; with an embedder configured, that embedder (a store created with
-    another one is switched to it: the settings are the user's current choice)."""
-    if embedder is None:
-        return cg.open(
-            where.root, where.actor, create=create, readonly=readonly, autolink=autolink
-        )
-    return cg.open(
-        where.root,
-        where.actor,
-        create=create,
-        readonly=readonly,
-        autolink=autolink,
-        embedder=embedder,
-        reembed=not readonly,
-        embed_on_write=not readonly,
-    )
 
 
 def _all_types() -> Predicate:
@@ -293,10 +263,10 @@ def recall(
     read: list[str] = []
     seen: set[str] = set()  # a global memory is often the project's own, copied
     for name, where_store in _stores(project, environ):
-        if not _exists(where_store) or len(hits) >= limit:
+        if not where_store.exists() or len(hits) >= limit:
             continue
         read.append(name)
-        with _open(where_store, embedder) as cx:
+        with where_store.open(embedder) as cx:
             found = cx.recall(query, k=depth, where=_RECALLED, mode=mode)
             ranked = _with_archived(
                 [(_share(terms, hit.record), hit.record, hit.score) for hit in found],
@@ -478,15 +448,15 @@ def remember(
     # linked to its most similar memories as it is written, as extraction links what it
     # writes: recall then shows it among their related memories, and a near-duplicate
     # becomes a pair for /consolidate
-    with _open(where, embedder, create=True, autolink=True) as cx:
-        same = _same_text(cx, memory.text)
+    with where.open(embedder, create=True, autolink=True) as cx:
+        same = same_text(cx, memory.text)
         if same is not None:
             return RememberReport(name, str(same.uri), _category(same) or category, False)
         uri = cx.write(memory, ns=MEMORY_NS, at=at)
     return RememberReport(name, str(uri), category, True)
 
 
-def _same_text(cx: cg.Cortex, text: str) -> cg.Record | None:
+def same_text(cx: cg.Cortex, text: str) -> cg.Record | None:
     """The active memory whose text is exactly ``text``, if there is one: an identical
     text is among its own best keyword matches."""
     try:
@@ -583,19 +553,19 @@ def forget(
     """
     _check_text(ref_or_query, "ref")
     arg = ref_or_query.strip()
-    stores = [(name, where) for name, where in _stores(project, environ) if _exists(where)]
+    stores = [(name, where) for name, where in _stores(project, environ) if where.exists()]
     if arg.startswith("cx://"):
         uri = cg.MemoryURI.parse(arg)
         chosen = [(name, where) for name, where in stores if where.actor == uri.actor]
         if not chosen:
             raise NotFoundError(f"no {uri.actor!r} store holds {arg}")
         name, where = chosen[0]
-        with _open(where) as cx:
+        with where.open() as cx:
             return ForgetReport(_archive(cx, name, cx.resolve(uri), reason, at))
     lowered = arg.lower()
     if len(lowered) >= MIN_PREFIX and _is_hex(lowered) and len(lowered) <= 32:
         for name, where in stores:
-            with _open(where) as cx:
+            with where.open() as cx:
                 records = _by_prefix(cx, lowered)
                 if len(records) > 1:
                     listed = ", ".join(r.uri.id.hex() for r in records[:FORGET_CANDIDATES])
@@ -611,7 +581,7 @@ def forget(
     for name, where in stores:
         if len(candidates) >= FORGET_CANDIDATES:
             break
-        with _open(where, readonly=True) as cx:
+        with where.open(readonly=True) as cx:
             try:
                 found = cx.recall(arg, k=FORGET_CANDIDATES, mode="keyword",
                                   where=~cg.Q.ns(CURSOR_NS))
@@ -687,7 +657,7 @@ class ConsolidateReport:
 
 def _existing_project(project: str | os.PathLike[str]) -> StoreLocation:
     where = _stores(project, None)[0][1]
-    if not _exists(where):
+    if not where.exists():
         raise NotFoundError(f"{project} has no memory store yet ({where.root})")
     return where
 
@@ -709,7 +679,7 @@ def consolidate(
         NotFoundError: the project has no store.
     """
     where = _existing_project(project)
-    with _open(where) as cx:
+    with where.open() as cx:
         texts = _TextCache(cx)
         if dry_run:
             planned = cx.consolidation_candidates(limit=10_000)
@@ -798,7 +768,7 @@ def change_edge(
         ValidationError: no suggested edge joins the two, or an ambiguous prefix.
     """
     where = _existing_project(project)
-    with _open(where) as cx:
+    with where.open() as cx:
         first, second = _one_memory(cx, a), _one_memory(cx, b)
         edges = [
             e
@@ -927,7 +897,7 @@ def inspect(
     """
     reports = []
     for name, where in _stores(project, environ):
-        if _exists(where):
+        if where.exists():
             reports.append(_inspect_store(name, where, extractions))
     return InspectReport(tuple(reports), _log_tail(project_store(project).root / LOG_NAME))
 
@@ -939,7 +909,7 @@ def _inspect_store(name: str, where: StoreLocation, extractions: int) -> StoreRe
     if health.error is not None:  # damaged pages or unreadable: do not let LMDB walk it
         return StoreReport(name, path, False, tuple(problems))
     try:
-        with _open(where, readonly=True) as cx:
+        with where.open(readonly=True) as cx:
             stats = cx.stats()
             return StoreReport(
                 name,

@@ -45,7 +45,7 @@ from .stores import StoreLocation, global_store, project_store
 
 if TYPE_CHECKING:
     from ...core.extraction import ExtractionContext
-    from .config import PluginConfig
+    from ...embed import Embedder
 
 __all__ = ["EVENTS", "LOG_NAME", "git_context", "run_hook"]
 
@@ -107,11 +107,6 @@ def _additional_context(event: str, text: str) -> str:
         {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}},
         ensure_ascii=False,
     )
-
-
-def _exists(where: StoreLocation) -> bool:
-    """Whether the store was ever written (reading hooks create none)."""
-    return (where.root / where.actor).exists()
 
 
 def _git(cwd: Path, *args: str) -> str | None:
@@ -183,9 +178,10 @@ def _surface_lines(cwd: Path) -> set[str]:
     return out
 
 
-def _recall(where: StoreLocation, prompt: str, config: PluginConfig) -> list[cg.RecallHit]:
+def _recall(
+    where: StoreLocation, prompt: str, embedder: Embedder | None
+) -> list[cg.RecallHit]:
     """Recall for ``prompt`` in one store, recording access when the store is writable."""
-    embedder = config.make_embedder()
     where_not_cursor = ~cg.Q.ns("extraction")
     for readonly in (False, True):
         try:
@@ -221,16 +217,17 @@ def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
     if not isinstance(prompt, str) or not prompt.strip():
         return None
     project = project_store(cwd)
-    if not _exists(project):
+    if not project.exists():
         return None
     config = load_config(cwd)
+    embedder = config.make_embedder()  # once for both stores (a model loads once)
     skip = _surface_lines(cwd)
     lines: list[str] = []
     tokens = 0
     for label, where in (("project", project), ("global", global_store())):
-        if not _exists(where):
+        if not where.exists():
             continue
-        for hit in _recall(where, prompt, config):
+        for hit in _recall(where, prompt, embedder):
             memory = hit.record.memory
             line = line_text(memory.text, "" if label == "project" else label)
             if same_text_key(memory.text) in skip:
@@ -249,24 +246,20 @@ def _prompt(payload: Mapping[str, Any], cwd: Path) -> str | None:
 # -- Stop, SessionEnd, PreCompact -----------------------------------------------------------
 
 
-def _copy_to_global(records: list[cg.Record], where: StoreLocation, config: PluginConfig) -> None:
+def _copy_to_global(
+    records: list[cg.Record], where: StoreLocation, embedder: Embedder | None
+) -> None:
     """Write each of ``records``' memories into the global store, unless it holds the
     same text already; then run its lifecycle."""
     from .categories import HALF_LIVES
+    from .commands import same_text
 
-    embedder = config.make_embedder()
-    with cg.open(
-        where.root, where.actor, create=True, embedder=embedder, embed_on_write=embedder is not None
-    ) as gx:
+    with where.open(embedder, create=True) as gx:
         wrote = False
         for record in records:
-            memory = record.memory
-            same = " ".join(memory.text.split()).casefold()
-            known = gx.recall(memory.text, k=5, mode="keyword")
-            if any(" ".join(h.record.memory.text.split()).casefold() == same for h in known):
-                continue
-            gx.write(memory)
-            wrote = True
+            if same_text(gx, record.memory.text) is None:
+                gx.write(record.memory)
+                wrote = True
         if wrote:
             gx.compact(half_lives=HALF_LIVES)
 
@@ -289,13 +282,7 @@ def _extract(payload: Mapping[str, Any], cwd: Path) -> str | None:
     context = git_context(cwd)
     project, global_ = project_store(cwd), global_store()
     embedder = config.make_embedder()
-    with cg.open(
-        project.root,
-        project.actor,
-        create=True,
-        embedder=embedder,
-        embed_on_write=embedder is not None,
-    ) as cx:
+    with project.open(embedder, create=True) as cx:
         report = ingest(
             cx,
             ExtractionInput(turns, context),
@@ -306,7 +293,7 @@ def _extract(payload: Mapping[str, Any], cwd: Path) -> str | None:
         shared = [cx.resolve(uri) for uri in report.written if uri.ns == GLOBAL_NS]
         cx.compact(half_lives=HALF_LIVES)
     if shared:
-        _copy_to_global(shared, global_, config)
+        _copy_to_global(shared, global_, embedder)
     refresh_surface(cwd, context.branch, project, global_)
     return None
 

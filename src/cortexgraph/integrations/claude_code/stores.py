@@ -17,8 +17,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
+
+import cortexgraph as cg
+
+if TYPE_CHECKING:
+    from ...embed import Embedder
 
 __all__ = [
     "GLOBAL_ACTOR",
@@ -45,6 +51,36 @@ class StoreLocation:
 
     root: Path
     actor: str
+
+    def exists(self) -> bool:
+        """Whether the store was ever written (reading commands and hooks create none)."""
+        return (self.root / self.actor / "data.mdb").is_file()
+
+    def open(
+        self,
+        embedder: Embedder | None = None,
+        *,
+        create: bool = False,
+        readonly: bool = False,
+        autolink: bool = False,
+    ) -> cg.Cortex:
+        """Open the store; with an embedder configured, that embedder (a store created
+        with another one is switched to it when writable: the settings are the user's
+        current choice) and memories embedded as they are written."""
+        if embedder is None:
+            return cg.open(
+                self.root, self.actor, create=create, readonly=readonly, autolink=autolink
+            )
+        return cg.open(
+            self.root,
+            self.actor,
+            create=create,
+            readonly=readonly,
+            autolink=autolink,
+            embedder=embedder,
+            reembed=not readonly,
+            embed_on_write=not readonly,
+        )
 
 
 def project_store(project: str | os.PathLike[str]) -> StoreLocation:

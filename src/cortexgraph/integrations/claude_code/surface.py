@@ -287,9 +287,9 @@ def refresh_surface(
     """The surface for ``cwd`` on ``branch``, from the cache when it is valid, else
     computed from the stores that exist; the surface file and the cache are brought up to
     date under the lock. Returns ``""`` when there is nothing to surface."""
-    if not (project.root / project.actor).exists():
+    if not project.exists():
         return ""  # a project the plugin never learned from: nothing is written into it
-    locations = [where for where in (project, global_) if (where.root / where.actor).exists()]
+    locations = [where for where in (project, global_) if where.exists()]
     key = cache_key(branch, cwd)
     with pid_lock(project.root / LOCK_FILE):
         surface = cached_surface(project.root, key, locations, profile) if use_cache else None
