@@ -113,24 +113,18 @@ def cmd_update(args: argparse.Namespace, out: Output) -> int:
 
 def _predicate(args: argparse.Namespace) -> Predicate:
     """AND of the filters given on the command line (each --type/--tag alternative ORed)."""
-    parts: list[Predicate] = []
-    if args.type:
-        parts.append(Q.any_of(*(Q.type(t) for t in args.type)))
-    if args.tag:
-        parts.append(Q.all_of(*(Q.tag(t) for t in args.tag)))
-    if args.ns:
-        parts.append(Q.ns(args.ns))
-    if args.status:
-        parts.append(Q.status(args.status))
-    if args.min_priority is not None:
-        parts.append(Q.min_priority(args.min_priority))
-    if args.min_confidence is not None:
-        parts.append(Q.min_confidence(args.min_confidence))
-    if args.since is not None:
-        parts.append(Q.since(args.since))
-    if not parts:
+    where = Q.fields(
+        types=args.type or None,
+        tags=args.tag or None,
+        ns=args.ns or None,
+        status=args.status or None,
+        min_priority=args.min_priority,
+        min_confidence=args.min_confidence,
+        since=args.since,
+    )
+    if where is None:
         raise ValidationError("give at least one --type or --tag", field="where")
-    return Q.all_of(*parts)
+    return where
 
 
 def cmd_find(args: argparse.Namespace, out: Output) -> int:

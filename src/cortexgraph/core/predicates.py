@@ -29,7 +29,7 @@ form.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -405,6 +405,45 @@ class Q:
             TypeError: no predicates, or something that is not a predicate.
         """
         return _combine(Or, predicates, "any_of")
+
+    @staticmethod
+    def fields(
+        *,
+        types: Sequence[object] | None = None,
+        tags: Sequence[object] | None = None,
+        ns: object = None,
+        status: object = None,
+        min_priority: object = None,
+        min_confidence: object = None,
+        since: object = None,
+        until: object = None,
+    ) -> Predicate | None:
+        """The AND of the filters given (a type among ``types``, every tag of ``tags``,
+        the namespace, status, bounds and times), as a form or a tool gathers them;
+        ``None`` when none is given.
+
+        >>> Q.fields(types=["fact", "event"], tags=["deploy"], min_priority=5)
+        ((Q.type('fact') | Q.type('event')) & Q.tag('deploy') & Q.min_priority(5))
+
+        Raises:
+            ValidationError: a bad value (the field names it).
+        """
+        parts: list[Predicate] = []
+        if types is not None:
+            parts.append(Q.any_of(*(Q.type(t) for t in types)))
+        if tags is not None:
+            parts.append(Q.all_of(*(Q.tag(t) for t in tags)))
+        for value, make in (
+            (ns, Q.ns),
+            (status, Q.status),
+            (min_priority, Q.min_priority),
+            (min_confidence, Q.min_confidence),
+            (since, Q.since),
+            (until, Q.until),
+        ):
+            if value is not None:
+                parts.append(make(value))
+        return Q.all_of(*parts) if parts else None
 
 
 def _combine(cls: type[And] | type[Or], predicates: tuple[object, ...], name: str) -> Predicate:

@@ -66,25 +66,16 @@ class Filter(BaseModel):
         Raises:
             ValidationError: a bad value (the field names it).
         """
-        q = cg.Q
-        parts = []
-        if self.types is not None:
-            parts.append(q.any_of(*(q.type(t) for t in self.types)))
-        if self.tags is not None:
-            parts.append(q.all_of(*(q.tag(t) for t in self.tags)))
-        if self.ns is not None:
-            parts.append(q.ns(self.ns))
-        if self.status is not None:
-            parts.append(q.status(self.status))
-        if self.min_priority is not None:
-            parts.append(q.min_priority(self.min_priority))
-        if self.min_confidence is not None:
-            parts.append(q.min_confidence(self.min_confidence))
-        if self.since is not None:
-            parts.append(q.since(self.since))
-        if self.until is not None:
-            parts.append(q.until(self.until))
-        return q.all_of(*parts) if parts else None
+        return cg.Q.fields(
+            types=self.types,
+            tags=self.tags,
+            ns=self.ns,
+            status=self.status,
+            min_priority=self.min_priority,
+            min_confidence=self.min_confidence,
+            since=self.since,
+            until=self.until,
+        )
 
 
 class UriResult(TypedDict):
