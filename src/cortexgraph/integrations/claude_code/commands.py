@@ -50,7 +50,7 @@ from ...extract import CURSOR_NS
 from .categories import CATEGORIES, HALF_LIVES, category_of, memory_class
 from .config import load_config
 from .hooks import LOG_NAME, git_context
-from .stores import StoreLocation, global_store, project_store
+from .stores import StoreLocation, global_store, project_store, same_text
 
 if TYPE_CHECKING:
     pass
@@ -454,19 +454,6 @@ def remember(
             return RememberReport(name, str(same.uri), _category(same) or category, False)
         uri = cx.write(memory, ns=MEMORY_NS, at=at)
     return RememberReport(name, str(uri), category, True)
-
-
-def same_text(cx: cg.Cortex, text: str) -> cg.Record | None:
-    """The active memory whose text is exactly ``text``, if there is one: an identical
-    text is among its own best keyword matches."""
-    try:
-        found = cx.recall(text, k=50, mode="keyword", where=~cg.Q.ns(CURSOR_NS))
-    except ValidationError:  # a text recall refuses (no indexable word) has no twin found
-        return None
-    for hit in found:
-        if hit.record.memory.text == text:
-            return hit.record
-    return None
 
 
 # -- /forget ------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ from typing import IO, TYPE_CHECKING, Any
 import cortexgraph as cg
 
 from .install import HOOK_EVENTS
-from .stores import StoreLocation, global_store, project_store
+from .stores import StoreLocation, global_store, project_store, same_text
 
 if TYPE_CHECKING:
     from ...core.extraction import ExtractionContext
@@ -252,7 +252,6 @@ def _copy_to_global(
     """Write each of ``records``' memories into the global store, unless it holds the
     same text already; then run its lifecycle."""
     from .categories import HALF_LIVES
-    from .commands import same_text
 
     with where.open(embedder, create=True) as gx:
         wrote = False

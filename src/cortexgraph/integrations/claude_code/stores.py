@@ -33,6 +33,7 @@ __all__ = [
     "StoreLocation",
     "global_store",
     "project_store",
+    "same_text",
 ]
 
 PROJECT_ACTOR = "project"
@@ -103,3 +104,18 @@ def global_store(
         return StoreLocation(Path(override).expanduser().absolute(), GLOBAL_ACTOR)
     base = Path(home) if home is not None else Path.home()
     return StoreLocation(base / ".claude" / "memory", GLOBAL_ACTOR)
+
+
+def same_text(cx: cg.Cortex, text: str) -> cg.Record | None:
+    """The active memory of ``cx`` whose text is exactly ``text``, if there is one: an
+    identical text is among its own best keyword matches (extraction cursors aside)."""
+    from ...extract.ingest import CURSOR_NS  # here: reading hooks need none of extraction
+
+    try:
+        found = cx.recall(text, k=50, mode="keyword", where=~cg.Q.ns(CURSOR_NS))
+    except cg.ValidationError:  # a text recall refuses (no indexable word) has no twin
+        return None
+    for hit in found:
+        if hit.record.memory.text == text:
+            return hit.record
+    return None
