@@ -82,7 +82,7 @@ def test_mutation_without_a_journal_entry_is_refused(cx: cg.Cortex) -> None:
         b._txn.put("heads", b"\x00" * 16, b"forged")
     assert cx.table_digests() == before
     txn = cx._env.begin_write()
-    txn.put("idx", b"Tforged", b"")
+    txn.put("salience", b"mforged", b"")
     with pytest.raises(cg.BatchNoJournalError):
         txn.commit()
     assert cx.table_digests() == before
@@ -145,7 +145,7 @@ def test_empty_batch_journals_nothing(cx: cg.Cortex) -> None:
 
 def test_all_tables_of_a_batch_commit_together(tmp_path: Path) -> None:
     """J3: after a committed batch, a fresh process-level handle sees journal, heads,
-    versions and index keys for every op (they were one transaction)."""
+    versions and attributes rows for every op (they were one transaction)."""
     with cg.open(tmp_path, "agent") as cx, cx.batch() as b:
         uris = [b.write(cg.Fact(text=f"m{i}", tags=["t"]), at=i) for i in range(5)]
     with cg.open(tmp_path, "agent", readonly=True) as cx, cx._env.read() as txn:
@@ -153,4 +153,4 @@ def test_all_tables_of_a_batch_commit_together(tmp_path: Path) -> None:
         for uri in uris:
             assert txn.get("heads", uri.id) is not None
             assert txn.get("versions", version_key(uri.id, 1)) is not None
-        assert len(list(txn.iter_prefix("idx", b"Gdefault\x00t\x00"))) == 5
+        assert all(txn.get("salience", b"m" + uri.id) is not None for uri in uris)

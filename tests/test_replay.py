@@ -186,7 +186,7 @@ def test_drop_derived_then_rebuild_restores_everything(tmp_path: Path) -> None:
 
         assert all(dropped[t] == digests[t] for t in ("journal", "snapshots", "meta"))
         assert all(dropped[t] == empty_digest for t in DERIVED_TABLES)
-        assert all(dropped[t] != digests[t] for t in ("heads", "versions", "idx", "mmr", "smt"))
+        assert all(dropped[t] != digests[t] for t in ("heads", "versions", "salience", "mmr", "smt"))
         assert seq == cx.seq
         assert not cx.exists(some.hex())
         assert seq == cx.rebuild()
@@ -375,7 +375,7 @@ TAMPERS: dict[str, Callable[[Any, bytes], None]] = {
 
 
 @pytest.mark.parametrize("how", sorted(TAMPERS))
-@pytest.mark.parametrize("table", ["heads", "versions", "idx", "mmr", "smt"])
+@pytest.mark.parametrize("table", ["heads", "versions", "salience", "mmr", "smt"])
 def test_verify_names_a_tampered_derived_table(
     pristine: Pristine, tmp_path: Path, table: str, how: str
 ) -> None:

@@ -51,10 +51,6 @@ from .graph import EDGE_STATUSES, PPM, RELATIONS, EdgeState, edge_in_key, edge_o
 from .hashing import hash_function
 from .keys import (
     ID_SIZE,
-    idx_status_key,
-    idx_tag_keys,
-    idx_time_key,
-    idx_type_key,
     version_key,
 )
 from .postings import postings_set
@@ -342,31 +338,6 @@ class StateView(Protocol):
 # apply
 
 
-def _index_keys(ns: str, memory: Memory, memory_id: bytes, at: int) -> list[bytes]:
-    """The ``idx`` keys of a memory whose head version was written at ``at``."""
-    keys = [idx_type_key(ns, memory.type_code, memory_id), idx_time_key(ns, at, memory_id)]
-    if memory.tags:
-        keys.extend(idx_tag_keys(ns, memory.tags, memory_id))
-    return keys
-
-
-def _reindex(
-    ns: str,
-    memory_id: bytes,
-    old: VersionState,
-    new: VersionState,
-    new_memory: Memory,
-    out: list[Mutation],
-) -> None:
-    """Move the ``idx`` keys from one head version to another (changed keys only)."""
-    before = _index_keys(ns, old.memory(), memory_id, old.at)
-    after = _index_keys(ns, new_memory, memory_id, new.at)
-    after_set = set(after)
-    before_set = set(before)
-    out.extend(("idx", key, None) for key in before if key not in after_set)
-    out.extend(("idx", key, b"") for key in after if key not in before_set)
-
-
 def _load_head(view: StateView, entry: Entry) -> HeadState:
     raw = view.get("heads", entry.memory_id)
     if raw is None:
@@ -429,7 +400,6 @@ def apply(
                 VersionState(entry.seq, entry.at, body_bytes).encode(),
             )
         )
-        out.extend(("idx", key, b"") for key in _index_keys(ns, memory, mid, entry.at))
         row = AttrsRow.of(
             memory, ns=ns, status="active", at=entry.at, created_at=entry.at, updated_at=entry.at
         )
@@ -448,19 +418,15 @@ def apply(
         if version != head.latest + 1 or memory.type_name != head.type_name:
             raise CorruptionError(f"journal entry {entry.seq} is not the next version")
         new = VersionState(entry.seq, entry.at, body_bytes)
-        old = _load_version(view, mid, head.head, entry.seq)
         out.append(("versions", version_key(mid, version), new.encode()))
-        _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, latest=version, updated_at=entry.at)
         _put_head(view, mid, head, memory, new.at, out)
     elif op == "head":
         version = entry.fields["version"]
         if not 1 <= version <= head.latest or version == head.head:
             raise CorruptionError(f"journal entry {entry.seq} moves the head to a bad version")
-        old = _load_version(view, mid, head.head, entry.seq)
         new = _load_version(view, mid, version, entry.seq)
         memory = new.memory()
-        _reindex(ns, mid, old, new, memory, out)
         head = attrs.evolve(head, head=version, updated_at=entry.at)
         _put_head(view, mid, head, memory, new.at, out)
     elif op == "tombstone":
@@ -510,13 +476,8 @@ def _set_status(
     *,
     reason: str = "",
 ) -> list[Mutation]:
-    """Move a memory to ``status``: head, status index key, attributes row, postings."""
+    """Move a memory to ``status``: head, attributes row, postings."""
     out: list[Mutation] = []
-    ns = head.ns
-    if head.status != "active":
-        out.append(("idx", idx_status_key(ns, head.status, memory_id), None))
-    if status != "active":
-        out.append(("idx", idx_status_key(ns, status, memory_id), b""))
     changed = attrs.evolve(head, status=status, updated_at=entry.at, reason=reason or head.reason)
     out.append(("heads", memory_id, changed.encode()))
     row = attrs.evolve(

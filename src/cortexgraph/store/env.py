@@ -6,7 +6,7 @@ named databases::
     journal    the source of truth (seq -> entry)
     snapshots  stored SnapshotManifests (not derived: replay verifies them)
     meta       identity (schema, actor, hash_name) and shell bookkeeping
-    heads versions idx postings edges salience emb mmr smt
+    heads versions postings edges salience emb mmr smt
                derived from the journal; can be dropped and rebuilt (J4)
 
 Invariants enforced here:
@@ -86,7 +86,6 @@ TABLES = (
     "journal",
     "heads",
     "versions",
-    "idx",
     "postings",
     "edges",
     "salience",
@@ -96,7 +95,7 @@ TABLES = (
     "meta",
     "snapshots",
 )
-DERIVED_TABLES = ("heads", "versions", "idx", "postings", "edges", "salience", "mmr", "smt")
+DERIVED_TABLES = ("heads", "versions", "postings", "edges", "salience", "mmr", "smt")
 #: caches: filled outside batches (no journal entry), kept by rebuild, not compared by verify
 CACHE_TABLES = ("emb",)
 SCHEMA = 1
