@@ -1,19 +1,10 @@
 """Deterministic workloads for the benchmarks, and a raw-LMDB baseline that replays their bytes.
 
 The baseline answers "what does the same work cost in bare LMDB?". To make it the *same*
-work, a workload is first run through cortexgraph on a scratch store, and every put and
-delete it made is recovered, in the order cortexgraph makes them. Per memory, in the order
-``writing.EntryWriter`` makes them (the entry's puts, then the MMR nodes of its entry)::
-
-    journal[seq] -> heads[id] -> versions[id|1] -> idx type key -> idx tag keys -> idx time key
-    -> mmr[pos] for pos in [mmr_node_count(seq - 1), mmr_node_count(seq))
-
-and, once per batch, just before the commit (``EntryWriter.flush``), the batch's net ``smt``
-chunk-row writes and deletes. The per-memory rows are read back from the scratch store with
-py-lmdb (``mmr`` is append-only, so its final rows are the written ones). The ``smt`` rows
-are rewritten from batch to batch, so they are recorded while the scratch run commits, by
-wrapping ``cortexgraph.writing.smt_mutations`` (``EntryWriter.flush`` looks it up at call time)
-with a function that calls the real one and keeps the list it returns.
+work, a workload is first run through cortexgraph on a scratch store while every put and
+delete its write transactions make is recorded, in order, transaction by transaction (the
+methods of ``store.txn.WriteTxn`` are wrapped for the run; :func:`capture_batches`), so the
+recording follows whatever rows the layout writes. :func:`rows_per_memory` counts them.
 
 The raw side replays exactly those operations, with the same transaction boundaries, into a
 fresh environment with the same tables and options (sync on, readahead off, meminit off).
@@ -35,12 +26,10 @@ from typing import Any
 import lmdb
 
 import cortexgraph as cg
-import cortexgraph.writing as writing_module
-from cortexgraph.core.journal import decode_entry
-from cortexgraph.core.keys import ID_SIZE
-from cortexgraph.core.mmr import mmr_node_count
-from cortexgraph.core.postings import decode_forward, index_text, posting_prefix
+from cortexgraph.core.keys import seq_key
+from cortexgraph.core.postings import index_text
 from cortexgraph.store.env import DEFAULT_MAP_SIZE, TABLES
+from cortexgraph.store.txn import WriteTxn
 
 __all__ = [
     "ACTOR",
@@ -57,6 +46,7 @@ __all__ = [
     "chunks",
     "make_memories",
     "read_tables",
+    "rows_per_memory",
     "write_cortex",
 ]
 
@@ -66,8 +56,8 @@ BASE_AT = 1_700_000_000_000
 #: Milliseconds between consecutive memories of a workload.
 STEP_MS = 1_000
 #: The tables ``Batch.write`` itself puts to (before Merkle maintenance).
-WRITE_TABLES = ("journal", "heads", "versions", "idx", "salience", "postings")
-#: The Merkle tables every batch also writes: MMR nodes per entry, SMT chunk rows per batch.
+WRITE_TABLES = ("journal", "heads", "versions", "salience", "postings")
+#: The Merkle tables every batch also writes: MMR rows per entry, SMT chunk rows per batch.
 MERKLE_TABLES = ("mmr", "smt")
 #: The tables a raw replay must leave byte-identical: every table but ``meta`` (identity,
 #: written when cortexgraph opens a store) and ``snapshots`` (not written by these workloads
@@ -213,68 +203,59 @@ def read_tables(path: Path, tables: Sequence[str] = WRITE_TABLES) -> dict[str, d
         env.close()
 
 
-_IDX_ORDER = {b"T"[0]: 0, b"G"[0]: 1, b"S"[0]: 2, b"C"[0]: 3}
+class _Recorder:
+    """Records every put and delete the write transactions of this process make, per
+    transaction, in order: the rows of a workload whatever the layout writes."""
 
+    def __init__(self) -> None:
+        self.transactions: list[list[Op]] = []
+        self._open: dict[int, list[Op]] = {}
 
-def _group_per_memory(tables: dict[str, dict[bytes, bytes]]) -> list[list[Op]]:
-    """The puts of each memory, in journal order, each in the order ``EntryWriter`` makes them.
+    def ops(self, txn: WriteTxn) -> list[Op]:
+        return self._open.setdefault(id(txn), [])
 
-    ``tables`` must hold every table of :data:`COMPARED_TABLES`; all its rows but the
-    ``smt`` ones must belong to some memory.
-    """
-    idx_by_id: dict[bytes, list[bytes]] = {}
-    for key in tables["idx"]:
-        idx_by_id.setdefault(key[-ID_SIZE:], []).append(key)
-    mmr = tables["mmr"]
-    groups: list[list[Op]] = []
-    used = 0
-    postings, salience = tables.get("postings", {}), tables.get("salience", {})
-    total = 0  # the keyword statistics rows, as each write leaves them
-    for index, (seq_key, data) in enumerate(sorted(tables["journal"].items())):
-        entry = decode_entry(data)
-        if entry.op != "write":
-            raise ValueError(f"the workload journaled a {entry.op!r}; only writes are replayed")
-        if entry.seq != index + 1:
-            raise ValueError(f"the journal skips from seq {index} to {entry.seq}")
-        mid = entry.memory_id
-        version_key = mid + (1).to_bytes(4, "big")
-        # idx keys sort by kind in the table; the writer emits type, tags, time.
-        idx = sorted(idx_by_id.pop(mid), key=lambda k: (_IDX_ORDER[k[0]], k))
-        group: list[Op] = [
-            ("journal", seq_key, data),
-            ("heads", mid, tables["heads"][mid]),
-            ("versions", version_key, tables["versions"][version_key]),
+    def install(self) -> list[tuple[str, Any]]:
+        recorder = self
+        saved = [
+            (name, getattr(WriteTxn, name))
+            for name in ("put", "delete", "apply_mutations", "append_entry", "commit", "abort")
         ]
-        group.extend(("idx", key, tables["idx"][key]) for key in idx)
-        # then the attributes row, and the keyword postings: a key per term (in the forward
-        # row's order, which is the order they are put), the forward row, the two counters
-        group.append(("salience", b"m" + mid, salience[b"m" + mid]))
-        forward = postings[b"d" + mid]
-        length, counts = decode_forward(forward)
-        group.extend(
-            ("postings", posting_prefix(term) + mid, postings[posting_prefix(term) + mid])
-            for term in counts
-        )
-        group.append(("postings", b"d" + mid, forward))
-        docs = index + 1
-        total += length
-        group.append(("postings", b"N", docs.to_bytes(8, "big")))
-        group.append(("postings", b"S", total.to_bytes(8, "big")))
-        # The entry at seq s appends leaf s - 1 and the parents it completes, in position order.
-        for pos in range(mmr_node_count(index), mmr_node_count(index + 1)):
-            key = pos.to_bytes(8, "big")
-            group.append(("mmr", key, mmr[key]))
-        groups.append(group)
-        used += len(group)
-    per_memory = sum(len(rows) for name, rows in tables.items() if name != "smt")
-    per_memory += 2 * (len(groups) - 1) if groups else 0  # N and S are rewritten per memory
-    if used != per_memory or idx_by_id:
-        counts = {name: len(rows) for name, rows in tables.items()}
-        raise ValueError(
-            f"the scratch store holds rows that belong to no memory ({used} placed,"
-            f" {per_memory} expected; tables {counts})"
-        )
-    return groups
+        real = dict(saved)
+
+        def put(txn: WriteTxn, table: str, key: bytes, value: bytes) -> None:
+            recorder.ops(txn).append((table, bytes(key), bytes(value)))
+            real["put"](txn, table, key, value)
+
+        def delete(txn: WriteTxn, table: str, key: bytes) -> None:
+            recorder.ops(txn).append((table, bytes(key), None))
+            real["delete"](txn, table, key)
+
+        def apply_mutations(txn: WriteTxn, mutations: list[Op]) -> None:
+            recorder.ops(txn).extend(
+                (t, bytes(k), None if v is None else bytes(v)) for t, k, v in mutations
+            )
+            real["apply_mutations"](txn, mutations)
+
+        def append_entry(txn: WriteTxn, seq: int, data: bytes) -> None:
+            recorder.ops(txn).append(("journal", seq_key(seq), bytes(data)))
+            real["append_entry"](txn, seq, data)
+
+        def commit(txn: WriteTxn) -> None:
+            ops = recorder._open.pop(id(txn), [])
+            real["commit"](txn)
+            if ops:
+                recorder.transactions.append(ops)
+
+        def abort(txn: WriteTxn) -> None:
+            recorder._open.pop(id(txn), None)
+            real["abort"](txn)
+
+        for name, function in (
+            ("put", put), ("delete", delete), ("apply_mutations", apply_mutations),
+            ("append_entry", append_entry), ("commit", commit), ("abort", abort),
+        ):  # fmt: skip
+            setattr(WriteTxn, name, function)
+        return saved
 
 
 def capture_batches(
@@ -282,51 +263,51 @@ def capture_batches(
 ) -> list[list[Op]]:
     """Run the workload on a scratch store; return each write transaction's operations.
 
-    One list per batch (per memory when ``batch_size`` is 1): its memories' puts, in
-    order, then the ``smt`` puts and deletes its commit made. Replaying them, transaction by
-    transaction, into an empty environment gives the scratch store's tables, byte for byte
-    (checked here for ``smt``; :func:`check_same_bytes` checks a measured run).
+    One list per committed write transaction (per batch; per memory when ``batch_size`` is
+    1), every put and delete in the order cortexgraph made it, whatever tables and rows the
+    layout uses. Replaying them, transaction by transaction, into an empty environment
+    gives the scratch store's tables byte for byte (checked here).
     """
-    smt_writes: list[list[Op]] = []
-    real = writing_module.smt_mutations  # type: ignore[attr-defined]
-
-    def recording(*args: Any, **kwargs: Any) -> list[Op]:
-        mutations: list[Op] = real(*args, **kwargs)
-        smt_writes.append(list(mutations))
-        return mutations
-
+    recorder = _Recorder()
     with tempfile.TemporaryDirectory(prefix="cg-scratch-") as root:
         cx = cg.open(root, ACTOR, sync=False)
-        writing_module.smt_mutations = recording  # type: ignore[attr-defined]
+        saved = recorder.install()
         try:
             write_cortex(cx, memories, batch_size=batch_size, start_at=start_at)
         finally:
-            writing_module.smt_mutations = real  # type: ignore[attr-defined]
+            for name, function in saved:
+                setattr(WriteTxn, name, function)
             cx.close()
         tables = read_tables(Path(root) / ACTOR, COMPARED_TABLES)
-    groups = _group_per_memory(tables)
-    # smt_mutations runs once per commit (twice if a commit had to grow the map and retry,
-    # which would make the recording ambiguous: refuse it).
-    if len(smt_writes) != len(range(0, len(groups), batch_size)):
-        raise ValueError(
-            f"expected one smt_mutations call per batch, got {len(smt_writes)} for"
-            f" {len(groups)} memories in batches of {batch_size}"
-        )
-    smt: dict[bytes, bytes] = {}
-    for writes in smt_writes:
-        for table, key, value in writes:
-            if table != "smt":
-                raise ValueError(f"smt_mutations wrote to table {table!r}")
+    batches = recorder.transactions
+    expected = len(range(0, len(memories), batch_size))
+    if len(batches) != expected:
+        raise ValueError(f"expected {expected} write transactions, recorded {len(batches)}")
+    replayed: dict[str, dict[bytes, bytes]] = {name: {} for name in COMPARED_TABLES}
+    for ops in batches:
+        for table, key, value in ops:
             if value is None:
-                smt.pop(key, None)
+                replayed[table].pop(key, None)
             else:
-                smt[key] = value
-    if smt != tables["smt"]:
-        raise ValueError("the recorded smt writes do not rebuild the scratch store's smt table")
-    return [
-        [op for group in chunk for op in group] + writes
-        for chunk, writes in zip(chunks(groups, batch_size), smt_writes, strict=True)
-    ]
+                replayed[table][key] = value
+    if replayed != tables:
+        raise ValueError("the recorded operations do not rebuild the scratch store's tables")
+    return batches
+
+
+def rows_per_memory(batches: Sequence[Sequence[Op]], memories: int) -> dict[str, float]:
+    """What a workload's write transactions wrote per memory: every put and delete
+    (``ops``), and the distinct rows each transaction left changed (``rows``; a row put
+    twice in one transaction counts once), in total and per table."""
+    per_table: dict[str, int] = {}
+    ops = 0
+    for batch in batches:
+        ops += len(batch)
+        for table, _ in {(table, key) for table, key, _ in batch}:
+            per_table[table] = per_table.get(table, 0) + 1
+    out = {"ops": ops / memories, "rows": sum(per_table.values()) / memories}
+    out.update({f"rows.{table}": count / memories for table, count in sorted(per_table.items())})
+    return out
 
 
 def check_same_bytes(
@@ -437,16 +418,23 @@ class SqliteFts5:
     :meth:`write` is one memory in one transaction, as ``cx.write`` outside a batch is.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
         self.db = sqlite3.connect(path, isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
+        if not create:
+            return
         self.db.execute("CREATE TABLE memories(id INTEGER PRIMARY KEY, ns TEXT, text TEXT)")
         self.db.execute("CREATE TABLE tags(tag TEXT, id INTEGER)")
         self.db.execute("CREATE INDEX tags_by_tag ON tags(tag, id)")
         self.db.execute(
             "CREATE VIRTUAL TABLE fts USING fts5(text, content='memories', content_rowid='id')"
         )
+
+    @classmethod
+    def reopen(cls, path: Path) -> SqliteFts5:
+        """The database an earlier instance created at ``path``."""
+        return cls(path, create=False)
 
     def write(self, memory: cg.Memory, ns: str) -> None:
         """Insert ``memory`` (row, tags, FTS5 postings) in one durable transaction."""
@@ -457,6 +445,27 @@ class SqliteFts5:
         db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (row, text))
         db.executemany("INSERT INTO tags VALUES (?, ?)", ((tag, row) for tag in memory.tags))
         db.execute("COMMIT")
+
+    def write_many(self, memories: Sequence[cg.Memory], ns: str) -> None:
+        """Insert ``memories`` in one durable transaction (a batch)."""
+        db = self.db
+        db.execute("BEGIN")
+        for memory in memories:
+            text = index_text(memory)
+            row = db.execute(
+                "INSERT INTO memories(ns, text) VALUES (?, ?)", (ns, text)
+            ).lastrowid
+            db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (row, text))
+            db.executemany("INSERT INTO tags VALUES (?, ?)", ((tag, row) for tag in memory.tags))
+        db.execute("COMMIT")
+
+    def keyword(self, query: str, k: int) -> list[int]:
+        """The ``k`` best rows for ``query`` (its words OR-ed) by FTS5's ``bm25()``."""
+        match = " OR ".join(f'"{word}"' for word in query.split())
+        rows = self.db.execute(
+            "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?", (match, k)
+        ).fetchall()
+        return [row for (row,) in rows]
 
     def close(self) -> None:
         self.db.close()

@@ -114,7 +114,8 @@ def test_tombstone_keeps_history_and_blocks_changes(cx: cg.Cortex) -> None:
     for ref in (uri, uri.at_version(2), uri.head):
         assert cx.resolve(ref).status == "tombstoned"
     assert cx.resolve(uri).memory.text == "tabs"
-    assert [r.uri.id for r in cx.find(cg.Q.type("preference") & cg.Q.status("tombstoned"), limit=5)] == [uri.id]
+    tombstoned = cx.find(cg.Q.type("preference") & cg.Q.status("tombstoned"), limit=5)
+    assert [r.uri.id for r in tombstoned] == [uri.id]
     with pytest.raises(cg.TombstonedError):
         cx.update(uri, text="x")
 

@@ -28,8 +28,6 @@ table that cannot be read is reported and the other checks still run.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import zip_longest
@@ -45,7 +43,8 @@ from .core.mmr import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
 from .handle import Handle, open_handle
-from .store.env import DEFAULT_MAP_SIZE, DERIVED_TABLES, Environment
+from .store.env import DEFAULT_MAP_SIZE, DERIVED_TABLES
+from .store.memtxn import MemTxn
 from .store.pages import check_pages
 from .store.txn import ReadTxn, WriteTxn
 from .writing import EntryWriter
@@ -127,7 +126,7 @@ class ReplayError(CorruptionError):
 
 
 def _replay(
-    txn: WriteTxn,
+    txn: WriteTxn | MemTxn,
     identity: Identity,
     entries: Iterable[tuple[int, bytes]],
     *,
@@ -206,7 +205,10 @@ def drop_derived(h: Handle) -> None:
 def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
     """Drop the derived tables and replay the whole journal into them, atomically.
 
-    Returns the number of entries replayed.
+    The replay runs in memory (:class:`~cortexgraph.store.memtxn.MemTxn`: the same
+    ``EntryWriter`` a write uses, over dicts), then each table is loaded in key order into
+    the emptied table, in the one write transaction that also read the journal. Returns
+    the number of entries replayed.
 
     Raises:
         CorruptionError: an entry cannot be decoded or applied (naming its seq); the store
@@ -217,16 +219,44 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
     txn = h.env.begin_write(replay=True)
     try:
         total = txn.last_seq()
+        tables = replay_in_memory(h.identity, _journal(txn), total=total, progress=progress)
         for table in DERIVED_TABLES:
             txn.drop(table)
-        entries = list(_journal(txn))  # materialised: the cursor must not see our writes
-        count = _replay(txn, h.identity, entries, append=False, total=total, progress=progress)
+            txn.put_sorted(table, tables.sorted_items(table))
         txn.commit()
     except BaseException:
         txn.abort()
         raise
     h.discard_column_index()
-    return count
+    return total
+
+
+def replay_in_memory(
+    identity: Identity,
+    entries: Iterable[tuple[int, bytes]],
+    *,
+    total: int,
+    progress: Progress | None = None,
+    on_entry: Callable[[int, bytes, bytes], None] | None = None,
+    checkpoints: Iterable[int] = (),
+    on_checkpoint: Callable[[MemTxn, int], None] | None = None,
+) -> MemTxn:
+    """The derived tables a replay of ``entries`` (a whole journal, from seq 1) leaves,
+    held in memory. The arguments are :func:`_replay`'s; ``on_checkpoint`` is also given
+    the tables as they stand at the checkpoint."""
+    tables = MemTxn(DERIVED_TABLES)
+    _replay(
+        tables,
+        identity,
+        entries,
+        append=False,
+        total=total,
+        progress=progress,
+        on_entry=on_entry,
+        checkpoints=checkpoints,
+        on_checkpoint=None if on_checkpoint is None else lambda seq: on_checkpoint(tables, seq),
+    )
+    return tables
 
 
 def append_entries(
@@ -442,25 +472,19 @@ def verify_cortex(h: Handle, *, progress: Progress | None = None) -> ActorReport
 def _verify_open(h: Handle, progress: Progress | None) -> ActorReport:
     """Verify a store whose pages were checked (see the module doc)."""
     started = time.perf_counter()
-    scratch_dir = Path(tempfile.mkdtemp(prefix="cortexgraph-verify-"))
     try:
         with h.env.read() as original:
-            return _Verifier(h, original, scratch_dir, progress).run()
+            return _Verifier(h, original, progress).run()
     except CortexError as exc:
         return _stopped(h.actor, started, exc)
-    finally:
-        shutil.rmtree(scratch_dir, ignore_errors=True)
 
 
 class _Verifier:
-    """One verification: the original's read transaction and a scratch environment."""
+    """One verification: the original's read transaction and a replay in memory."""
 
-    def __init__(
-        self, h: Handle, original: ReadTxn, scratch_dir: Path, progress: Progress | None
-    ) -> None:
+    def __init__(self, h: Handle, original: ReadTxn, progress: Progress | None) -> None:
         self.h = h
         self.original = original
-        self.scratch_dir = scratch_dir
         self.progress = progress
         self.started = time.perf_counter()
         self.problems: list[str] = []
@@ -471,7 +495,6 @@ class _Verifier:
         self.stored_root: str | None = None
         self.rebuilt_root = ""
         self.snapshots: dict[int, SnapshotManifest] = {}
-        self.txn: WriteTxn | None = None
 
     def bad(self, seq: int | None, problem: str) -> None:
         self.problems.append(problem)
@@ -489,20 +512,9 @@ class _Verifier:
         for seq in self.snapshots:
             if seq > self.total:
                 self.bad(None, f"snapshot at seq {seq} is beyond the journal ({self.total})")
-        scratch = Environment(
-            self.scratch_dir / h.actor,
-            h.actor,
-            create=True,
-            readonly=False,
-            map_size=max(h.env.map_size(), 1 << 26),
-            sync=False,
-            hash_name=h.hash_name,
-        )
-        try:
-            if self.rebuild_into(scratch):
-                self.compare_tables(scratch)
-        finally:
-            scratch.close()
+        rebuilt = self.rebuild()
+        if rebuilt is not None:
+            self.compare_tables(rebuilt)
         if self.rebuilt_root and self.stored_root not in (None, self.rebuilt_root):
             self.bad(None, "the store's OverallRoot differs from the rebuilt one")
         return ActorReport(
@@ -518,15 +530,12 @@ class _Verifier:
             seconds=round(time.perf_counter() - self.started, 3),
         )
 
-    def rebuild_into(self, scratch: Environment) -> bool:
-        """Replay the original's journal into ``scratch``; False if it could not finish."""
-        txn = self.txn = scratch.begin_write(replay=True)
+    def rebuild(self) -> MemTxn | None:
+        """Replay the original's journal in memory; None if it could not finish."""
         try:
-            _replay(
-                txn,
+            rebuilt = replay_in_memory(
                 self.h.identity,
                 _journal(self.original),
-                append=True,
                 total=self.total,
                 progress=self.progress,
                 on_entry=self.check_leaf,
@@ -534,15 +543,10 @@ class _Verifier:
                 on_checkpoint=self.check_snapshot,
             )
         except CorruptionError as exc:  # a ReplayError names its seq; a damaged row may not
-            txn.abort()
             self.bad(getattr(exc, "seq", None), str(exc))
-            return False
-        except BaseException:
-            txn.abort()
-            raise
-        self.rebuilt_root = roots(self.h.hash_name, txn.get, self.total)[2].hex()
-        txn.commit()
-        return True
+            return None
+        self.rebuilt_root = roots(self.h.hash_name, rebuilt.get, self.total)[2].hex()
+        return rebuilt
 
     def check_tail(self) -> None:
         """The store must not have committed entries beyond the journal's last seq."""
@@ -556,7 +560,7 @@ class _Verifier:
 
     def check_leaf(self, seq: int, data: bytes, leaf: bytes) -> None:
         """The entry must hash to the MMR leaf the original committed for its seq
-        (``leaf``, which the replay just computed and wrote to the scratch store)."""
+        (``leaf``, which the replay just computed)."""
         stored = self.original.get("mmr", _u64(mmr_leaf_position(seq - 1)))
         if stored != leaf and self.first_bad is None:
             self.bad(
@@ -565,32 +569,28 @@ class _Verifier:
                 " (its MMR leaf does not match)",
             )
 
-    def check_snapshot(self, seq: int) -> None:
+    def check_snapshot(self, tables: MemTxn, seq: int) -> None:
         """The stored manifest at ``seq`` must equal the rebuilt one (M10)."""
-        txn = self.txn
-        if txn is None:  # pragma: no cover - checkpoints only fire inside rebuild_into
-            raise CortexError("snapshot check outside a replay")
         stored = self.snapshots[seq]
-        built = manifest_for(self.h.actor, self.h.hash_name, txn.get, seq, stored.at)
+        built = manifest_for(self.h.actor, self.h.hash_name, tables.get, seq, stored.at)
         self.checked += 1
         if not built.same_roots(stored) or built.hash_name != stored.hash_name:
             self.bad(seq, f"snapshot at seq {seq} does not match the journal")
 
-    def compare_tables(self, scratch: Environment) -> None:
+    def compare_tables(self, rebuilt: MemTxn) -> None:
         """Every derived table must be byte-identical to the rebuild's (J4)."""
-        with scratch.read() as rebuilt:
-            for table in DERIVED_TABLES:
-                try:
-                    key = _first_difference(self.original, rebuilt, table)
-                except CorruptionError as exc:
-                    self.tables[table] = False
-                    self.bad(None, f"derived table {table!r} cannot be read: {exc}")
-                    continue
-                self.tables[table] = key is None
-                if key is not None:
-                    self.bad(
-                        None, f"derived table {table!r} differs from a rebuild (first at key {key})"
-                    )
+        for table in DERIVED_TABLES:
+            try:
+                key = _first_difference(self.original, table, rebuilt.sorted_items(table))
+            except CorruptionError as exc:
+                self.tables[table] = False
+                self.bad(None, f"derived table {table!r} cannot be read: {exc}")
+                continue
+            self.tables[table] = key is None
+            if key is not None:
+                self.bad(
+                    None, f"derived table {table!r} differs from a rebuild (first at key {key})"
+                )
 
 
 def _stored_snapshots(txn: ReadTxn, problems: list[str]) -> dict[int, SnapshotManifest]:
@@ -614,14 +614,17 @@ def _stored_snapshots(txn: ReadTxn, problems: list[str]) -> dict[int, SnapshotMa
     return out
 
 
-def _first_difference(a: ReadTxn, b: ReadTxn, table: str) -> str | None:
-    """The hex key of the first row where ``table`` differs in ``a`` and ``b`` (the first
-    key present in only one of them, or holding different values); None if identical.
+def _first_difference(
+    original: ReadTxn, table: str, rebuilt: list[tuple[bytes, bytes]]
+) -> str | None:
+    """The hex key of the first row where ``table`` in ``original`` differs from
+    ``rebuilt`` (its rows in key order): the first key present in only one of them, or
+    holding different values; None if identical.
 
-    Both transactions read with ``buffers=False``, so rows are ``bytes`` and compare in C.
+    The original is read with ``buffers=False``, so rows are ``bytes`` and compare in C.
     """
-    with a.cursor(table) as ca, b.cursor(table) as cb:
-        for x, y in zip_longest(ca, cb):
+    with original.cursor(table) as cur:
+        for x, y in zip_longest(cur, rebuilt):
             if x != y:
                 key = (x or y)[0]
                 return bytes(key).hex()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .core.commitments import mmr_mutations, smt_mutations
 from .core.journal import Entry, Identity, apply, edge_keys, head_ids
+from .store.memtxn import MemTxn
 from .store.txn import WriteTxn
 
 __all__ = ["EntryWriter"]
@@ -36,7 +37,13 @@ class EntryWriter:
         self.dirty_edges: dict[bytes, None] = {}
 
     def write(
-        self, txn: WriteTxn, entry: Entry, data: bytes, *, append: bool, trusted: bool
+        self,
+        txn: WriteTxn | MemTxn,
+        entry: Entry,
+        data: bytes,
+        *,
+        append: bool,
+        trusted: bool,
     ) -> bytes:
         """Apply ``entry`` (encoded as ``data``) to ``txn``; returns its MMR leaf hash.
 
@@ -61,7 +68,7 @@ class EntryWriter:
         """How many SMT leaves wait for :meth:`flush`."""
         return len(self.dirty) + len(self.dirty_edges)
 
-    def flush(self, txn: WriteTxn) -> None:
+    def flush(self, txn: WriteTxn | MemTxn) -> None:
         """Apply the SMT changes of the entries written since the last flush."""
         if self.dirty or self.dirty_edges:
             changes = smt_mutations(self.hash_name, txn.get, self.dirty, self.dirty_edges)

@@ -14,6 +14,7 @@ namespaces (the namespace is hashed into the id).
 from __future__ import annotations
 
 import struct
+
 from ..errors import CorruptionError
 
 __all__ = [

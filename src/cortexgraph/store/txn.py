@@ -186,6 +186,24 @@ class WriteTxn(ReadTxn):
         except lmdb.Error as exc:
             raise self._write_error(exc, table, "put") from None
 
+    def put_sorted(self, table: str, items: list[tuple[bytes, bytes]]) -> None:
+        """Append ``items`` (distinct keys in ascending byte order, all above the table's
+        last key: an emptied table) page by page, as a bulk load does."""
+        if not items:
+            return
+        self.mutations += len(items)
+        try:
+            with self._txn.cursor(db=self._dbs[table]) as cur:
+                consumed, added = cur.putmulti(items, dupdata=False, overwrite=False, append=True)
+        except lmdb.Error as exc:
+            raise self._write_error(exc, table, "put") from None
+        if consumed != len(items) or added != len(items):
+            raise CorruptionError(
+                f"a bulk load of {table!r} stored {added} of {len(items)} rows",
+                table=table,
+                operation="put",
+            )
+
     def append_entry(self, seq: int, data: bytes) -> None:
         """Append one journal entry at ``seq`` (J1: never overwrites)."""
         try:
