@@ -22,11 +22,11 @@ from .core.journal import Identity
 from .core.keys import ID_SIZE, seq_from_key, seq_key
 from .core.uri import MemoryURI
 from .embed import Embedder, HashEmbedder, embedder_for
-from .errors import CorruptionError, NotFoundError, URIError, ValidationError
+from .errors import CorruptionError, NotFoundError, ReadOnlyError, URIError, ValidationError
 from .index import ColumnIndex
 from .index.snapshot import SNAPSHOT_EVERY, SNAPSHOT_FILE, SnapshotFile
 from .reading import BareId, MemoryRef
-from .store.env import Environment
+from .store.env import DERIVED_LAYOUT, LAYOUT_KEY, Environment
 from .store.txn import ReadTxn, WriteTxn
 from .vector.state import VectorState
 
@@ -399,7 +399,38 @@ def open_handle(
     )
     try:
         spec = embedder_spec(env, embedder, reembed=reembed)
+        handle = Handle(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
+        _upgrade_layout(handle)
     except BaseException:
         env.close()
         raise
-    return Handle(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
+    return handle
+
+
+def _upgrade_layout(h: Handle) -> None:
+    """Bring the derived tables of a store made by an earlier release to the current
+    layout: a rebuild from the journal (the source of truth), in one transaction, on the
+    first writable open; a read-only open of such a store is refused until then."""
+    from .replay import rebuild  # replay imports this module
+
+    layout = h.env.stored_layout()
+    if layout is None:  # no entries: nothing to rebuild
+        if not h.env.readonly:
+            h.env.set_meta_value(LAYOUT_KEY, DERIVED_LAYOUT)
+        return
+    if layout == DERIVED_LAYOUT:
+        return
+    if layout > DERIVED_LAYOUT:
+        raise CorruptionError(
+            f"{h.env.path} has derived tables of layout {layout}, written by a newer"
+            f" cortexgraph (this one writes layout {DERIVED_LAYOUT}); upgrade cortexgraph",
+            table="meta",
+            operation="open",
+        )
+    if h.env.readonly:
+        raise ReadOnlyError(
+            f"{h.env.path} has derived tables of layout {layout}, from an earlier cortexgraph;"
+            f" this one reads layout {DERIVED_LAYOUT}. Open it writable once (or run"
+            " `cortexgraph rebuild`) to rebuild them from the journal"
+        )
+    rebuild(h)

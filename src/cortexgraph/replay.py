@@ -36,6 +36,7 @@ from typing import Any
 
 import attrs
 
+from .core.codec import encode
 from .core.commitments import SnapshotManifest, manifest_for, roots
 from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key, seq_key
@@ -43,7 +44,7 @@ from .core.mmr import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
 from .handle import Handle, open_handle
-from .store.env import DEFAULT_MAP_SIZE, DERIVED_TABLES
+from .store.env import DEFAULT_MAP_SIZE, DERIVED_LAYOUT, DERIVED_TABLES, LAYOUT_KEY
 from .store.memtxn import MemTxn
 from .store.pages import check_pages
 from .store.txn import ReadTxn, WriteTxn
@@ -207,7 +208,9 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
 
     The replay runs in memory (:class:`~cortexgraph.store.memtxn.MemTxn`: the same
     ``EntryWriter`` a write uses, over dicts), then each table is loaded in key order into
-    the emptied table, in the one write transaction that also read the journal. Returns
+    the emptied table, in the one write transaction that also read the journal. The
+    tables of earlier layouts are deleted and the current layout is recorded in the same
+    transaction (this is how a store made by an earlier release is upgraded). Returns
     the number of entries replayed.
 
     Raises:
@@ -223,6 +226,8 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
         for table in DERIVED_TABLES:
             txn.drop(table)
             txn.put_sorted(table, tables.sorted_items(table))
+        h.env.drop_legacy_tables(txn)
+        txn.put("meta", LAYOUT_KEY, encode(DERIVED_LAYOUT))
         txn.commit()
     except BaseException:
         txn.abort()

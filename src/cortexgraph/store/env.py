@@ -75,7 +75,10 @@ from .txn import ReadTxn, WriteTxn
 
 __all__ = [
     "CACHE_TABLES",
+    "DERIVED_LAYOUT",
     "DERIVED_TABLES",
+    "LAYOUT_KEY",
+    "LEGACY_TABLES",
     "MAX_MAP_SIZE",
     "TABLES",
     "Environment",
@@ -99,6 +102,13 @@ DERIVED_TABLES = ("heads", "versions", "postings", "edges", "salience", "mmr", "
 #: caches: filled outside batches (no journal entry), kept by rebuild, not compared by verify
 CACHE_TABLES = ("emb",)
 SCHEMA = 1
+#: The layout of the derived tables: what a rebuild writes (``meta`` ``b"layout"``). A
+#: store that records an older one (or none while its journal has entries: a store made
+#: before layouts were recorded) is rebuilt from its journal on its first writable open.
+DERIVED_LAYOUT = 2
+#: Tables of earlier layouts that this one no longer has; a rebuild deletes them.
+LEGACY_TABLES = ("idx",)
+LAYOUT_KEY = b"layout"
 DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space; the file grows only as it is used
 MAX_MAP_SIZE = 1 << 40
 _T = TypeVar("_T")
@@ -285,6 +295,7 @@ class Environment:
             }
             txn._dbs = dbs
             txn.put("meta", b"identity", encode(identity))
+            txn.put("meta", LAYOUT_KEY, encode(DERIVED_LAYOUT))
             txn.commit()
         except lmdb.Error as exc:
             txn.abort()
@@ -513,6 +524,32 @@ class Environment:
             deferred, self._deferred = self._deferred, []
         for table, items in deferred:
             self.write_cache(table, items)
+
+    def stored_layout(self) -> int | None:
+        """The layout of the derived tables as ``meta`` records it: None when it records
+        none and the journal is empty (a new store, or one made empty by an earlier
+        release); 1 when it records none but has entries (it predates the record)."""
+        with self.read() as txn:
+            raw = txn.get("meta", LAYOUT_KEY)
+            if raw is None:
+                return 1 if txn.last_seq() else None
+        layout = decode(raw, what="the layout record")
+        if type(layout) is not int or layout < 1:
+            raise CorruptionError(
+                f"{self.path} records a bad layout {layout!r}", table="meta", operation="open"
+            )
+        return layout
+
+    def drop_legacy_tables(self, txn: WriteTxn) -> None:
+        """Delete the tables of earlier layouts (:data:`LEGACY_TABLES`) inside ``txn``."""
+        present = self._main_keys(txn)
+        for name in LEGACY_TABLES:
+            if name.encode() in present:
+                try:
+                    db = self._env.open_db(name.encode(), txn=txn._txn, create=False)
+                    txn._txn.drop(db, delete=True)
+                except lmdb.Error as exc:
+                    raise storage_error(exc, self.path, table=name, operation="drop") from exc
 
     def meta_raw(self, key: bytes) -> bytes | None:
         """A raw value of ``meta`` (None when absent)."""
