@@ -225,3 +225,69 @@ def test_a_bundle_with_a_consistency_proof_extends_an_older_trusted_root(
     for bad in (plain, wrong):
         with pytest.raises(cg.VerificationError, match="not the trusted root"):
             cg.verify_scope(bad, trusted_root=old)
+
+
+# ------------------------------------------------------------------------------ the CLI
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    from cortexgraph.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_keygen_writes_a_private_key_file_and_refuses_to_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """keygen writes KEYFILE with mode 0600 and KEYFILE.pub, which parse as a key pair;
+    a second keygen to the same file fails with exit 2 and leaves the key unchanged; a
+    key file inside a store is refused (exit 1)."""
+    keyfile = tmp_path / "keys" / "agent.key"
+    keyfile.parent.mkdir()
+    code, out, _ = _run(capsys, "keygen", str(keyfile), "--name", "example.com/a", "--json")
+    assert code == 0 and json.loads(out)["name"] == "example.com/a"
+    assert keyfile.stat().st_mode & 0o777 == 0o600
+    key = cg.SigningKey.from_text(keyfile.read_text())
+    public = cg.VerifierKey.from_text((tmp_path / "keys" / "agent.key.pub").read_text())
+    assert key.verifier == public and key.name == "example.com/a"
+    before = keyfile.read_bytes()
+    code, _, err = _run(capsys, "keygen", str(keyfile))
+    assert code == 2 and "exists" in err and keyfile.read_bytes() == before
+    with cg.open(tmp_path / "root", "agent"):
+        pass
+    code, _, err = _run(capsys, "keygen", str(tmp_path / "root" / "agent" / "k.key"))
+    assert code == 1 and "inside the store" in err
+
+
+def test_verify_key_checks_the_signed_checkpoints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`verify ROOT --key PUB` exits 0 when each actor's checkpoints signed with the key
+    verify, 1 with another key (no checkpoint of it) and 1 when a stored checkpoint was
+    altered; `scope verify --key` accepts a bundle exported with `--sign`."""
+    keyfile = tmp_path / "a.key"
+    assert _run(capsys, "keygen", str(keyfile), "--actor", "agent")[0] == 0
+    other = tmp_path / "b.key"
+    assert _run(capsys, "keygen", str(other))[0] == 0
+    store = ["--root", str(tmp_path / "root"), "--actor", "agent"]
+    assert _run(capsys, "remember", "Deploys go through CI", "--tag", "deploy", *store)[0] == 0
+    assert _run(capsys, "snapshot", "--sign", str(keyfile), *store)[0] == 0
+    code, out, _ = _run(capsys, "verify", str(tmp_path / "root"), "--key", f"{keyfile}.pub",
+                        "--json")
+    assert code == 0 and json.loads(out)["actors"][0]["checkpoints"]["count"] == 1
+    code, out, _ = _run(capsys, "verify", str(tmp_path / "root"), "--key", f"{other}.pub")
+    assert code == 1 and "no checkpoint signed" in out
+    bundle = tmp_path / "scope.bin"
+    assert _run(capsys, "scope", "export", str(bundle), "--tag", "deploy", "--sign",
+                str(keyfile), *store)[0] == 0
+    assert _run(capsys, "scope", "verify", str(bundle), "--key", f"{keyfile}.pub")[0] == 0
+    assert _run(capsys, "scope", "verify", str(bundle), "--key", f"{other}.pub")[0] == 1
+    with cg.open(tmp_path / "root", "agent") as cx:
+        note = cx.checkpoints()[0].note
+        cx._handle.env.write_small(lambda txn: txn.put(
+            "meta", b"checkpoint" + (1).to_bytes(8, "big"), note.replace("\n1\n", "\n2\n").encode()
+        ))
+    code, out, _ = _run(capsys, "verify", str(tmp_path / "root"), "--key", f"{keyfile}.pub")
+    assert code == 1 and "FAILED" in out
