@@ -26,6 +26,7 @@ from .agents import add_agents_parser
 from .chat import add_chat_parser
 from .claude_code import add_claude_code_parser
 from .extract import add_extract_parser
+from .fleet import add_fleet_parser
 from .hook import add_hook_parser
 from .index_code import add_index_code_parser
 from .keys import add_keys_parser
@@ -335,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_chat_parser(sub, common)
     add_agents_parser(sub, common)
     add_keys_parser(sub, common)
+    add_fleet_parser(sub, common)
     return parser
 
 
@@ -346,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args, out)
     except NotFoundError as exc:
         fail(out, type(exc).__name__, str(exc))
-        return 2 if args.command == "verify" else 1
+        return 2 if args.command in ("verify", "verify-fleet") else 1
     except CortexError as exc:
         fail(out, type(exc).__name__, str(exc))
         return 1
