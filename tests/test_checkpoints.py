@@ -218,8 +218,10 @@ def test_a_bundle_with_a_consistency_proof_extends_an_older_trusted_root(
         blob = cx.scope(cg.Q.tag("deploy"), limit=10, prove_from=2)
         wrong = cx.scope(cg.Q.tag("deploy"), limit=10, prove_from=1)
         plain = cx.scope(cg.Q.tag("deploy"), limit=10)
-        with pytest.raises(cg.ValidationError):
-            cx.scope(cg.Q.tag("deploy"), limit=10, prove_from=9)
+        for bad in (9, -1, "2"):
+            with pytest.raises(cg.ValidationError) as info:
+                cx.scope(cg.Q.tag("deploy"), limit=10, prove_from=bad)  # type: ignore[arg-type]
+            assert info.value.field == "prove_from"
     view = cg.verify_scope(blob, trusted_root=old)
     assert len(view) == 3 and view.consistency is not None and view.consistency.old_size == 2
     for bad in (plain, wrong):

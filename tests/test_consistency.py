@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph.core.codec import decode, encode
@@ -131,3 +133,44 @@ def test_prove_consistency_rejects_bad_seqs(cx: cg.Cortex) -> None:
         same, old_root=cx.overall_root(), new_root=cx.overall_root())
     empty = cx.prove_consistency(0)
     assert cg.verify_consistency(empty, old_root=empty.old_root, new_root=cx.overall_root())
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, bytes]]:
+    """A store of 24 entries of every kind (writes, updates, edges, a tombstone), with a
+    snapshot after each, so the root at every seq is known."""
+    root = tmp_path_factory.mktemp("history")
+    roots: dict[int, bytes] = {}
+    with cg.open(root, "agent", clock=cg.ManualClock(T0), sync=False) as cx:
+        uris = []
+        for step in range(24):
+            kind = step % 4
+            if kind == 0 or len(uris) < 2:
+                uris.append(cx.write(cg.Fact(text=f"fact {step}", tags=["t"])))
+            elif kind == 1:
+                uris[-1] = cx.update(uris[-1], text=f"fact {step}, revised")
+            elif kind == 2:
+                cx.add_edge(uris[-1], uris[-2], "relates_to")
+            elif step == 23:
+                cx.tombstone(uris[0], reason="obsolete")
+            else:
+                uris.append(cx.write(cg.Preference(text=f"preference {step}")))
+            roots[cx.seq] = cx.snapshot().overall_root
+    return root, roots
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_any_proof_links_exactly_its_two_roots(
+    history: tuple[Path, dict[int, bytes]], data: st.DataObject
+) -> None:
+    """For any 0 < old <= new <= 24, prove_consistency(old, new) verifies from the root
+    snapshotted at old to the one at new, and from no other old root to that new root."""
+    root, roots = history
+    new = data.draw(st.integers(1, 24))
+    old = data.draw(st.integers(1, new))
+    other = data.draw(st.integers(1, 24).filter(lambda s: s != old))
+    with cg.open(root, "agent", readonly=True) as cx:
+        proof = cx.prove_consistency(old, new)
+    assert cg.verify_consistency(proof, old_root=roots[old], new_root=roots[new])
+    assert not cg.verify_consistency(proof, old_root=roots[other], new_root=roots[new])

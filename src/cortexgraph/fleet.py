@@ -139,8 +139,9 @@ def verify_fleet(
         engine: ``"ray"``, ``"processes"``, or ``"auto"`` (Ray when it is installed or
             ``address`` is given, else processes).
         address: the Ray cluster to run on (``ray.init(address=...)``, e.g.
-            ``"ray://head:10001"`` or ``"auto"``); None: the runtime this process already
-            joined, else a new local one.
+            ``"ray://head:10001"`` or ``"auto"``); None: a new local runtime. A runtime
+            this process already joined (``ray.init`` was called) is used as it is, and
+            ``address`` is then not consulted.
         workers: the size of the process pool (default: the CPU count); ignored by Ray,
             which schedules one task per actor on the CPUs it has.
         progress: called with (actors done, actors in all) as reports come in.

@@ -116,6 +116,9 @@ def export_scope(
             anchor = {"entry": bytes(first or b""), "proof": list(path)}
     manifest = {"actor": h.actor, "hash_name": hash_name, "seq": size, "mmr_root": mmr,
                 "smt_root": smt, "overall_root": root}
+    if prove_from is not None and prove_from > size:
+        raise ValidationError(f"{prove_from} is past the end of the journal ({size} entries)",
+                              field="prove_from")
     consistency = None if prove_from is None else prove_consistency(h, prove_from, None)
     if consistency is not None and consistency.new_root != root:
         # a write landed between the two reads

@@ -15,12 +15,12 @@ A bundle is one canonical CBOR map (text keys)::
 ``edges`` out-key (``o | src | u8 relation | dst``), ``record`` the edge record, ``proof``
 the SMT membership proof of the edge leaf.
 
-What verification checks (:func:`verify_scope_bytes`; SC1-SC5):
+What verification checks (:func:`verify_scope_bytes`; SC1-SC7):
 
 - SC1 the bytes are canonical CBOR of exactly this shape, within :data:`MAX_SCOPE_BYTES`;
 - SC2 ``overall_root = H("cortexgraph/root/v1" | seq | mmr_root | smt_root)`` and, unless
-  the caller explicitly passes ``None``, equals the trusted root (only that check ties a
-  bundle to a store: anyone can build a self-consistent one);
+  the caller explicitly passes ``None``, equals the trusted root or extends it (SC6) (only
+  that check ties a bundle to a store: anyone can build a self-consistent one);
 - SC3 the anchor binds the actor: entry 1 is in the MMR at leaf 0, and it is a write whose
   id equals ``H(actor | ns | 1 | body)`` (a different actor name gives a different id);
 - SC4 every record's head commitment is in the SMT under its key, and its body is a valid
