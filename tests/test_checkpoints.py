@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,20 @@ def test_verify_key_checks_the_signed_checkpoints(
         ))
     code, out, _ = _run(capsys, "verify", str(tmp_path / "root"), "--key", f"{keyfile}.pub")
     assert code == 1 and "FAILED" in out
+
+
+def test_without_the_sign_extra_signing_says_which_extra(
+    monkeypatch: pytest.MonkeyPatch, key: cg.SigningKey
+) -> None:
+    """With cryptography not importable, making, using and checking keys raise
+    MissingExtraError naming the 'sign' extra (an ImportError too), not a bare
+    ImportError from deep inside."""
+    for name in ("cryptography", "cryptography.exceptions", "cryptography.hazmat.primitives",
+                 "cryptography.hazmat.primitives.asymmetric"):
+        monkeypatch.setitem(sys.modules, name, None)  # None in sys.modules: not importable
+    for action in (lambda: cg.SigningKey.generate("example.com/a"),
+                   lambda: sign_checkpoint(key, 1, bytes(32)),
+                   lambda: key.verifier.verify(b"text", bytes(64))):
+        with pytest.raises(cg.MissingExtraError) as info:
+            action()
+        assert info.value.extra == "sign" and "cortexgraph[sign]" in str(info.value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import lmdb
@@ -100,3 +101,19 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
             verify_fleet(tmp_path, **kwargs)  # type: ignore[arg-type]
         assert info.value.field == field
     shutil.rmtree(tmp_path)
+
+
+def test_the_ray_engine_without_ray_says_which_extra(
+    fleet: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With Ray not importable, engine="ray" raises MissingExtraError naming the 'ray'
+    extra, `verify-fleet --ray ADDRESS` exits 1 saying so, and the default engine falls
+    back to the process pool."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # None in sys.modules: not importable
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    with pytest.raises(cg.MissingExtraError) as info:
+        verify_fleet(fleet, engine="ray")
+    assert info.value.extra == "ray"
+    assert main(["verify-fleet", str(fleet), "--ray", "auto"]) == 1
+    assert "cortexgraph[ray]" in capsys.readouterr().err
+    assert verify_fleet(fleet, workers=2).engine == "processes"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from types import SimpleNamespace
 from typing import Any
 
 import attrs
@@ -50,8 +51,11 @@ _KEY_SIZE = 32
 _SIGNATURE_SIZE = 64
 
 
-def _ed25519() -> Any:
+def _crypto() -> Any:
+    """The parts of ``cryptography`` used here (a namespace), imported on first use."""
     try:
+        from cryptography import exceptions
+        from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError as exc:
         raise MissingExtraError(
@@ -59,7 +63,11 @@ def _ed25519() -> Any:
             " package is missing): pip install 'cortexgraph[sign]'",
             extra="sign",
         ) from exc
-    return ed25519
+    return SimpleNamespace(
+        ed25519=ed25519,
+        serialization=serialization,
+        InvalidSignature=exceptions.InvalidSignature,
+    )
 
 
 def _key_parts(text: object, what: str) -> tuple[str, bytes, bytes]:
@@ -123,14 +131,13 @@ class VerifierKey:
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         """Whether ``signature`` is this key's Ed25519 signature of ``message``."""
-        ed25519 = _ed25519()
-        from cryptography.exceptions import InvalidSignature
-
+        crypto = _crypto()
         if len(signature) != _SIGNATURE_SIZE:
             return False
         try:
-            ed25519.Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)
-        except (InvalidSignature, ValueError):
+            public = crypto.ed25519.Ed25519PublicKey.from_public_bytes(self.public_key)
+            public.verify(signature, message)
+        except (crypto.InvalidSignature, ValueError):
             return False
         return True
 
@@ -162,13 +169,11 @@ class SigningKey:
             MissingExtraError: the ``sign`` extra is not installed.
         """
         check_key_name(name)
-        from cryptography.hazmat.primitives import serialization
-
-        private = _ed25519().Ed25519PrivateKey.generate()
+        crypto = _crypto()
+        form = crypto.serialization
+        private = crypto.ed25519.Ed25519PrivateKey.generate()
         seed = private.private_bytes(
-            serialization.Encoding.Raw,
-            serialization.PrivateFormat.Raw,
-            serialization.NoEncryption(),
+            form.Encoding.Raw, form.PrivateFormat.Raw, form.NoEncryption()
         )
         return cls(name, seed)
 
@@ -196,10 +201,9 @@ class SigningKey:
     @property
     def verifier(self) -> VerifierKey:
         """The public key, to hand to whoever checks this key's checkpoints."""
-        from cryptography.hazmat.primitives import serialization
-
+        form = _crypto().serialization
         public = self._private().public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+            form.Encoding.Raw, form.PublicFormat.Raw
         )
         return VerifierKey(self.name, public)
 
@@ -209,7 +213,7 @@ class SigningKey:
         return signature
 
     def _private(self) -> Any:
-        return _ed25519().Ed25519PrivateKey.from_private_bytes(self.seed)
+        return _crypto().ed25519.Ed25519PrivateKey.from_private_bytes(self.seed)
 
     def __repr__(self) -> str:
         return f"SigningKey(name={self.name!r}, <secret>)"
