@@ -311,3 +311,19 @@ def test_without_the_sign_extra_signing_says_which_extra(
         with pytest.raises(cg.MissingExtraError) as info:
             action()
         assert info.value.extra == "sign" and "cortexgraph[sign]" in str(info.value)
+
+
+def test_a_bundle_made_before_the_optional_fields_still_verifies(tmp_path: Path) -> None:
+    """fixtures/scope/bundle-v1.cbor, made before bundles had optional fields, verifies
+    against its root, and the same store's journal exports it byte for byte today."""
+    blob = (Path(__file__).resolve().parent.parent / "fixtures" / "scope"
+            / "bundle-v1.cbor").read_bytes()
+    root = bytes.fromhex("bb1d5fdbee2712e683d0e7d7e444155e9aaca56a9bff0e39789c1f3b5e536f07")
+    view = cg.verify_scope(blob, trusted_root=root)
+    assert (len(view), len(view.edges), view.seq) == (2, 1, 3)
+    assert view.consistency is None and view.checkpoint is None
+    with cg.open(tmp_path, "agent", clock=cg.ManualClock(T0)) as cx:
+        a = cx.write(cg.Fact(text="Deploys go through CI", tags=["deploy"]))
+        b = cx.write(cg.Constraint(text="Never push to main", tags=["deploy"]))
+        cx.add_edge(a, b, "relates_to")
+        assert cx.scope(cg.Q.tag("deploy"), limit=10) == blob
