@@ -153,7 +153,8 @@ def test_malformed_notes_and_keys_are_typed_errors(key: cg.SigningKey) -> None:
 def test_snapshot_signing_cosigns_and_lists(tmp_path: Path, key: cg.SigningKey) -> None:
     """Signing twice at one seq keeps one note; a second key adds its signature to it;
     checkpoints(key=...) returns the ones that key signed, each checked, and raises when
-    there are none or when a stored note was tampered with."""
+    there are none or when a stored note was tampered with (its size changed, or bytes
+    that are not UTF-8), and signing over a damaged note is refused."""
     other = cg.SigningKey.generate("example.com/witness")
     stranger = cg.SigningKey.generate("example.com/stranger")
     with _store(tmp_path) as cx:
@@ -176,6 +177,13 @@ def test_snapshot_signing_cosigns_and_lists(tmp_path: Path, key: cg.SigningKey) 
         )
         with pytest.raises(cg.VerificationError, match="seq 3"):
             cx.checkpoints(key=key.verifier)
+        cx._handle.env.write_small(
+            lambda txn: txn.put("meta", b"checkpoint" + (4).to_bytes(8, "big"), b"\xff\n")
+        )
+        with pytest.raises(cg.VerificationError, match="seq 4 is not UTF-8"):
+            cx.snapshot(sign_with=other)
+        with pytest.raises(cg.VerificationError, match="seq 3"):
+            cx.checkpoints()
 
 
 def test_a_bundle_with_a_checkpoint_verifies_with_only_the_public_key(

@@ -92,7 +92,7 @@ def take_snapshot(h: Handle, at: int, sign_with: SigningKey | None) -> SnapshotM
             wrote = True
         if sign_with is not None:
             old = txn.get("meta", _checkpoint_key(seq))
-            note = None if old is None else bytes(old).decode("utf-8")
+            note = None if old is None else _note_text(old, seq)
             signed = sign_checkpoint(sign_with, seq, manifest.overall_root, note=note)
             if signed != note:
                 txn.put("meta", _checkpoint_key(seq), signed.encode())
@@ -113,14 +113,18 @@ def read_checkpoints(h: Handle, key: VerifierKey | None) -> list[Checkpoint]:
     return found
 
 
+def _note_text(raw: bytes, seq: int) -> str:
+    try:
+        return bytes(raw).decode("utf-8")
+    except UnicodeDecodeError:
+        raise VerificationError(f"the checkpoint stored at seq {seq} is not UTF-8") from None
+
+
 def _checkpoints(txn: ReadTxn, key: VerifierKey | None) -> list[Checkpoint]:
     out = []
     for raw_key, value in txn.iter_items("meta", _CHECKPOINT):
         seq = seq_from_key(bytes(raw_key)[len(_CHECKPOINT) :], table="meta")
-        try:
-            note = bytes(value).decode("utf-8")
-        except UnicodeDecodeError:
-            raise VerificationError(f"the checkpoint at seq {seq} is not UTF-8") from None
+        note = _note_text(value, seq)
         try:
             text, signatures = split_note(note)
             if key is None:
