@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cortexgraph as cg
-from cortexgraph.core.codec import decode, encode
+from cortexgraph.core.codec import encode
 from cortexgraph.core.consistency import ConsistencyProof
 from cortexgraph.core.roots import overall_root
 from cortexgraph.merkle import MMR
@@ -73,23 +73,25 @@ def test_a_client_accepts_a_newer_root_only_with_a_valid_proof(tmp_path: Path) -
 
 
 def test_every_single_bit_flip_of_a_proof_is_rejected(tmp_path: Path) -> None:
-    """Flipping any one bit of the proof's canonical CBOR form gives bytes that either no
-    longer read as a proof or read as one that does not verify from r1 to r2."""
+    """Flipping any one bit of the proof's canonical CBOR form (ConsistencyProof.encode)
+    gives bytes that either no longer read as a proof (VerificationError, never another
+    error) or read as one that does not verify from r1 to r2."""
     with cg.open(tmp_path, "agent", hash_name="blake3") as cx:
         _fill(cx, [f"memory {i}" for i in range(5)])
         r1, s1 = cx.overall_root(), cx.seq
         _fill(cx, [f"later {i}" for i in range(8)], at=T0 + 100)
         r2 = cx.overall_root()
         proof = cx.prove_consistency(s1)
-    data = encode(proof.to_map())
-    assert len(proof.path) >= 3
-    assert cg.verify_consistency(ConsistencyProof.from_map(decode(data)), old_root=r1, new_root=r2)
+    data = proof.encode()
+    assert data == encode(proof.to_map()) and len(proof.path) >= 3
+    assert ConsistencyProof.decode(data) == proof
+    assert cg.verify_consistency(ConsistencyProof.decode(data), old_root=r1, new_root=r2)
     for bit in range(len(data) * 8):
         flipped = bytearray(data)
         flipped[bit // 8] ^= 1 << (bit % 8)
         try:
-            candidate = ConsistencyProof.from_map(decode(bytes(flipped)))
-        except cg.CortexError:
+            candidate = ConsistencyProof.decode(bytes(flipped))
+        except cg.VerificationError:
             continue
         assert not cg.verify_consistency(candidate, old_root=r1, new_root=r2), bit
 

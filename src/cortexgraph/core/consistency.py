@@ -29,7 +29,8 @@ from typing import Any
 
 import attrs
 
-from ..errors import ValidationError, VerificationError
+from ..errors import CorruptionError, ValidationError, VerificationError
+from .codec import decode, encode
 from .hashing import DIGEST_SIZE, HASH_NAMES
 from .mmr import mmr_consistency_proof, mmr_root
 from .mmr import verify_consistency as verify_mmr_consistency
@@ -94,6 +95,25 @@ class ConsistencyProof:
         value = attrs.asdict(self)
         value["path"] = list(self.path)
         return value
+
+    def encode(self) -> bytes:
+        """The proof as canonical CBOR (to send it to a client)."""
+        return encode(self.to_map())
+
+    @classmethod
+    def decode(cls, data: object) -> ConsistencyProof:
+        """Read a proof from :meth:`encode`'s bytes.
+
+        Raises:
+            VerificationError: not bytes, not canonical CBOR, or not a proof's shape.
+        """
+        if type(data) is not bytes:
+            raise VerificationError("the consistency proof is not bytes")
+        try:
+            value = decode(data, what="a consistency proof")
+        except CorruptionError as exc:
+            raise VerificationError(str(exc)) from None
+        return cls.from_map(value)
 
     @classmethod
     def from_map(cls, value: object) -> ConsistencyProof:
