@@ -4,9 +4,10 @@ Layers, lowest first: ``errors``; the pure ``core``; the shell (``store``, ``vec
 ``embed``, ``index``, ``clock``, ``signing``); the plumbing the verbs share (``records``,
 ``reading``, ``writing``, ``handle``); the verb modules (``batch``, ``embedding``, ``find``,
 ``recall``, ``context``, ``compact``, ``scope``, ``replay``, ``trust``, ``fleet``); the
-facade (``cortex``, ``merkle`` and the package's ``__init__``); and what is built on the public API (``cli``, ``demo``,
-``integrations``, ``extract``, ``io``, ``migrate``). A module may import its own layer or
-lower ones, never a higher one, and the import graph has no cycle. Every import counts: top-level,
+facade (``cortex``, ``merkle`` and the package's ``__init__``); and what is built on the
+public API (``cli``, ``demo``, ``integrations``, ``extract``, ``io``, ``migrate``). A module
+may import its own layer or lower ones, never a higher one, and the import graph has no
+cycle. Every import counts: top-level,
 in-function and ``TYPE_CHECKING`` ones alike.
 
 Privacy: no module imports a ``_private`` name from another module of the package, and no
