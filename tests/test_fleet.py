@@ -117,3 +117,41 @@ def test_the_ray_engine_without_ray_says_which_extra(
     assert main(["verify-fleet", str(fleet), "--ray", "auto"]) == 1
     assert "cortexgraph[ray]" in capsys.readouterr().err
     assert verify_fleet(fleet, workers=2).engine == "processes"
+
+
+def test_each_actors_signed_checkpoints_are_checked_with_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """verify-fleet --keys DIR checks each actor's checkpoints with DIR/<actor>.key.pub:
+    the actors whose checkpoints verify pass; one signed with another key, one with no
+    key file and one with no checkpoint fail, each naming why; --key with one actor's key
+    passes that actor only."""
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    stores = tmp_path / "stores"
+    signers = {}
+    for actor in ("ann", "bob", "cat", "dan", "eve"):
+        assert main(["keygen", str(keys / f"{actor}.key"), "--actor", actor, "--json"]) == 0
+        signers[actor] = cg.SigningKey.from_text((keys / f"{actor}.key").read_text())
+    capsys.readouterr()
+    (keys / "dan.key.pub").unlink()
+    for actor in ("ann", "bob", "cat", "dan", "eve"):
+        with cg.open(stores, actor, clock=cg.ManualClock(T0), sync=False) as cx:
+            cx.write(cg.Fact(text=f"{actor} deploys through CI", tags=["deploy"]))
+            if actor == "cat":
+                cx.snapshot(sign_with=signers["ann"])
+            elif actor != "eve":
+                cx.snapshot(sign_with=signers[actor])
+    code = main(["verify-fleet", str(stores), "--no-ray", "--workers", "2", "--keys", str(keys),
+                 "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["failed"] == ["cat", "dan", "eve"]
+    problems = {a["actor"]: a["problems"] for a in data["actors"]}
+    assert problems["ann"] == problems["bob"] == []
+    assert "no checkpoint signed by key cortexgraph/cat" in problems["cat"][0]
+    assert "no verifier key was given" in problems["dan"][0]
+    assert "no checkpoint signed" in problems["eve"][0]
+    code = main(["verify-fleet", str(stores), "--no-ray", "--key", str(keys / "ann.key.pub"),
+                 "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 1 and data["failed"] == ["bob", "dan", "eve"]  # cat holds ann's checkpoint

@@ -34,7 +34,7 @@ import logging
 import multiprocessing
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +105,14 @@ def find_actors(root: str | os.PathLike[str]) -> list[str]:
     return sorted(actors)
 
 
-def verify_actor(root: str, actor: str) -> dict[str, Any]:
+def verify_actor(root: str, actor: str, key: str | None = None) -> dict[str, Any]:
     """Verify one actor's store and return its report as a dict (the unit of work: a Ray
-    task or a pool job). Never raises for a bad store: the report says what is wrong."""
+    task or a pool job). Never raises for a bad store: the report says what is wrong.
+
+    With ``key`` (a verifier key's text), the store's checkpoints signed with it are
+    checked too (:meth:`Cortex.checkpoints`); a failure, or no such checkpoint, makes the
+    report not ok and adds the problem.
+    """
     started = time.perf_counter()
     try:
         (report,) = verify(root, actor).actors
@@ -117,7 +122,36 @@ def verify_actor(root: str, actor: str) -> dict[str, Any]:
             first_bad_seq=None, tables={}, snapshots_checked=0, problems=(str(exc),),
             seconds=round(time.perf_counter() - started, 3), error=type(exc).__name__,
         )
+    if key is not None:
+        problem = _checkpoint_problem(Path(root) / actor, actor, key)
+        if problem is not None:
+            report = attrs.evolve(report, ok=False, problems=(*report.problems, problem))
     return report.to_dict()
+
+
+def _checkpoint_problem(path: Path, actor: str, key: str) -> str | None:
+    """What is wrong with the checkpoints of the store at ``path`` signed with ``key``,
+    or None when there is at least one and each verifies."""
+    from .handle import open_handle
+    from .signing import VerifierKey
+    from .store.env import DEFAULT_MAP_SIZE
+    from .trust import read_checkpoints
+
+    if not key:
+        return "signed checkpoints: no verifier key was given for this actor"
+    try:
+        verifier = VerifierKey.from_text(key)
+        h = open_handle(
+            path, actor, create=False, readonly=True, map_size=DEFAULT_MAP_SIZE, sync=False,
+            hash_name=None, embedder=None, reembed=False,
+        )
+        try:
+            read_checkpoints(h, verifier)
+        finally:
+            h.env.close()
+    except CortexError as exc:
+        return f"signed checkpoints: {exc}"
+    return None
 
 
 def _report(data: dict[str, Any]) -> ActorReport:
@@ -130,6 +164,7 @@ def verify_fleet(
     engine: str = "auto",
     address: str | None = None,
     workers: int | None = None,
+    keys: Mapping[str, str] | None = None,
     progress: FleetProgress | None = None,
 ) -> FleetReport:
     """Verify every actor's store under ``root`` in parallel.
@@ -144,6 +179,9 @@ def verify_fleet(
             ``address`` is then not consulted.
         workers: the size of the process pool (default: the CPU count); ignored by Ray,
             which schedules one task per actor on the CPUs it has.
+        keys: actor -> the text of its verifier key (``<name>+<key ID>+<key>``): each
+            such actor's signed checkpoints are checked with its key as well, and an
+            actor under ``root`` without a key fails. None: no checkpoints are checked.
         progress: called with (actors done, actors in all) as reports come in.
 
     Raises:
@@ -166,10 +204,11 @@ def verify_fleet(
     actors = find_actors(base)
     started = time.perf_counter()
     step = progress or (lambda done, total: None)
+    jobs = [(base, actor, None if keys is None else keys.get(actor, "")) for actor in actors]
     if engine == "ray":
-        results = _run_on_ray(base, actors, address, step)
+        results = _run_on_ray(jobs, address, step)
     else:
-        results = _run_in_processes(base, actors, workers, step)
+        results = _run_in_processes(jobs, workers, step)
     reports = tuple(sorted((_report(r) for r in results), key=lambda r: r.actor))
     return FleetReport(
         ok=all(r.ok for r in reports),
@@ -179,23 +218,27 @@ def verify_fleet(
     )
 
 
+Job = tuple[str, str, "str | None"]
+"""The arguments of one :func:`verify_actor` call: root, actor, verifier key text."""
+
+
 def _run_in_processes(
-    root: str, actors: list[str], workers: int | None, step: FleetProgress
+    jobs: list[Job], workers: int | None, step: FleetProgress
 ) -> list[dict[str, Any]]:
-    count = min(workers or os.cpu_count() or 1, len(actors))
+    count = min(workers or os.cpu_count() or 1, len(jobs))
     context = multiprocessing.get_context("spawn")
     results = []
-    step(0, len(actors))
+    step(0, len(jobs))
     with concurrent.futures.ProcessPoolExecutor(count, mp_context=context) as pool:
-        futures = [pool.submit(verify_actor, root, actor) for actor in actors]
+        futures = [pool.submit(verify_actor, *job) for job in jobs]
         for future in concurrent.futures.as_completed(futures):
             results.append(future.result())
-            step(len(results), len(actors))
+            step(len(results), len(jobs))
     return results
 
 
 def _run_on_ray(
-    root: str, actors: list[str], address: str | None, step: FleetProgress
+    jobs: list[Job], address: str | None, step: FleetProgress
 ) -> list[dict[str, Any]]:
     try:
         import ray
@@ -213,13 +256,13 @@ def _run_on_ray(
         )
     try:
         task = ray.remote(num_cpus=1)(verify_actor)
-        pending = [task.remote(root, actor) for actor in actors]
+        pending = [task.remote(*job) for job in jobs]
         results: list[dict[str, Any]] = []
-        step(0, len(actors))
+        step(0, len(jobs))
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             results.extend(ray.get(done))
-            step(len(results), len(actors))
+            step(len(results), len(jobs))
         return results
     finally:
         if ours:

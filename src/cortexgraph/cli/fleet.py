@@ -4,7 +4,9 @@ is installed (a local runtime, or the cluster of ``--ray ADDRESS``), else, or wi
 ``--no-ray``, in a local process pool. It draws a progress bar on a terminal, prints a
 table (actor, entries, root, ok/FAILED, seconds) and the problems of each failed store,
 and exits 0 when every store checks out, 1 when any does not, 2 on usage and I/O errors
-(no store under ``ROOT_DIR``)."""
+(no store under ``ROOT_DIR``). With ``--key PUBKEY`` (one verifier key for every actor) or
+``--keys DIR`` (``DIR/<actor>.key.pub`` per actor) each actor's signed checkpoints are
+checked as ``cortexgraph verify --key`` checks them."""
 
 from __future__ import annotations
 
@@ -45,6 +47,18 @@ def add_fleet_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--workers", type=_workers, default=None,
                    help="process pool size (default: the CPU count)")
+    keys = p.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--key", metavar="PUBKEY", default=None,
+        help="also check every actor's checkpoints signed with this verifier key (a .pub"
+        " file or its text); an actor with none fails",
+    )
+    keys.add_argument(
+        "--keys", metavar="DIR", default=None,
+        help="also check each actor's signed checkpoints with its own verifier key,"
+        " DIR/<actor>.key.pub (as `cortexgraph keygen DIR/<actor>.key` writes it) or"
+        " DIR/<actor>.pub; an actor without one fails",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_verify_fleet)
@@ -58,10 +72,11 @@ def cmd_verify_fleet(args: argparse.Namespace, out: Output) -> int:
 
     engine = "processes" if args.no_ray else "ray" if args.ray is not None else "auto"
     try:
+        keys = _verifier_keys(args)
         with ProgressBar(enabled=not (args.no_progress or args.json)) as bar:
             report = verify_fleet(
                 args.fleet_root, engine=engine, address=args.ray, workers=args.workers,
-                progress=bar.step("verifying stores"),
+                keys=keys, progress=bar.step("verifying stores"),
             )
     except NotFoundError as exc:
         fail(out, type(exc).__name__, str(exc))
@@ -69,6 +84,33 @@ def cmd_verify_fleet(args: argparse.Namespace, out: Output) -> int:
         return 2
     out.emit(report.to_dict(), _table(report))
     return 0 if report.ok else 1
+
+
+def _verifier_keys(args: argparse.Namespace) -> dict[str, str] | None:
+    """Actor -> verifier key text, from ``--key`` (one for all) or ``--keys DIR``.
+
+    Raises:
+        NotFoundError: no store under the root. OSError: a key file cannot be read.
+        ValidationError: ``--key`` is not a verifier key.
+    """
+    from pathlib import Path
+
+    from ..fleet import find_actors
+    from .keys import read_verifier_key
+
+    if args.key is not None:
+        text = read_verifier_key(args.key).to_text()
+        return {actor: text for actor in find_actors(args.fleet_root)}
+    if args.keys is None:
+        return None
+    found = {}
+    for actor in find_actors(args.fleet_root):
+        for name in (f"{actor}.key.pub", f"{actor}.pub"):
+            path = Path(args.keys) / name
+            if path.is_file():
+                found[actor] = path.read_text(encoding="ascii", errors="replace").strip()
+                break
+    return found
 
 
 def _table(report: Any) -> str:
