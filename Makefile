@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml $(wildcard models/*/pyproject.toml models/*/src/*/__ini
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install $(MODELS)
-	$(PIP) install -e '.[dev,local,static,http,mcp,langgraph]'
+	$(PIP) install -e '.[dev,local,static,http,mcp,langgraph,sign,ray]'
 	@touch $(STAMP)
 
 $(TORCH_STAMP): $(STAMP)

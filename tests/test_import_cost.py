@@ -40,6 +40,8 @@ HEAVY = [
     "langchain_core",
     "pydantic",
     "anyio",
+    "cryptography",
+    "ray",
 ]
 
 

@@ -1,12 +1,13 @@
 """The package's import layering and module privacy, checked statically with ``ast``.
 
 Layers, lowest first: ``errors``; the pure ``core``; the shell (``store``, ``vector``,
-``embed``, ``index``, ``clock``); the plumbing the verbs share (``records``, ``reading``,
-``writing``, ``handle``); the verb modules (``batch``, ``embedding``, ``find``, ``recall``,
-``context``, ``compact``, ``scope``, ``replay``); the facade (``cortex``, ``merkle`` and the
-package's ``__init__``); and what is built on the public API (``cli``, ``demo``,
-``integrations``, ``extract``, ``io``, ``migrate``). A module may import its own layer or
-lower ones, never a higher one, and the import graph has no cycle. Every import counts: top-level,
+``embed``, ``index``, ``clock``, ``signing``); the plumbing the verbs share (``records``,
+``reading``, ``writing``, ``handle``); the verb modules (``batch``, ``embedding``, ``find``,
+``recall``, ``context``, ``compact``, ``scope``, ``replay``, ``trust``, ``fleet``); the
+facade (``cortex``, ``merkle`` and the package's ``__init__``); and what is built on the
+public API (``cli``, ``demo``, ``integrations``, ``extract``, ``io``, ``migrate``). A module
+may import its own layer or lower ones, never a higher one, and the import graph has no
+cycle. Every import counts: top-level,
 in-function and ``TYPE_CHECKING`` ones alike.
 
 Privacy: no module imports a ``_private`` name from another module of the package, and no
@@ -28,7 +29,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "cortexgraph"
 LAYERS: list[tuple[str, frozenset[str]]] = [
     ("errors", frozenset({"errors"})),
     ("core", frozenset({"core"})),
-    ("shell", frozenset({"store", "vector", "embed", "index", "clock"})),
+    ("shell", frozenset({"store", "vector", "embed", "index", "clock", "signing"})),
     ("plumbing", frozenset({"records", "reading", "writing", "handle"})),
     (
         "verbs",
@@ -43,6 +44,8 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
                 "scope",
                 "scope_env",
                 "replay",
+                "trust",
+                "fleet",
             }
         ),
     ),

@@ -19,6 +19,8 @@ CORE = Path(__file__).resolve().parents[1] / "src" / "cortexgraph" / "core"
 ALLOWED_MODULES = {
     # standard library modules that do no I/O and read no clock or randomness
     "__future__",
+    "base64",
+    "binascii",
     "bisect",
     "collections",
     "collections.abc",

@@ -39,7 +39,9 @@ from .errors import (
 if TYPE_CHECKING:
     from .compact import CompactReport, ConsolidationCandidate
     from .context import ContextBundle
+    from .core.checkpoint import Checkpoint
     from .core.commitments import MemoryProof, SnapshotManifest
+    from .core.consistency import ConsistencyProof, verify_consistency
     from .core.forms import FORMS, TokenEstimator, estimate_tokens, render
     from .core.graph import RELATIONS
     from .core.journal import Entry
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
     from .replay import ActorReport, VerifyReport, verify
     from .scope import ScopeView, verify_scope
     from .scope_env import scope_from_env
+    from .signing import SigningKey, VerifierKey, verify_checkpoint
     from .store.stamp import store_generation
 
 __version__ = "0.1.0"
@@ -97,8 +100,11 @@ _LAZY: dict[str, str] = {
     "CompactReport": ".compact",
     "ConsolidationCandidate": ".compact",
     "ContextBundle": ".context",
+    "Checkpoint": ".core.checkpoint",
     "MemoryProof": ".core.commitments",
     "SnapshotManifest": ".core.commitments",
+    "ConsistencyProof": ".core.consistency",
+    "verify_consistency": ".core.consistency",
     "FORMS": ".core.forms",
     "TokenEstimator": ".core.forms",
     "estimate_tokens": ".core.forms",
@@ -143,6 +149,9 @@ _LAZY: dict[str, str] = {
     "ActorReport": ".replay",
     "VerifyReport": ".replay",
     "verify": ".replay",
+    "SigningKey": ".signing",
+    "VerifierKey": ".signing",
+    "verify_checkpoint": ".signing",
     "ScopeView": ".scope",
     "verify_scope": ".scope",
     "scope_from_env": ".scope_env",
@@ -176,8 +185,10 @@ __all__ = [
     "Attestation",
     "Batch",
     "BatchNoJournalError",
+    "Checkpoint",
     "Clock",
     "CompactReport",
+    "ConsistencyProof",
     "ConsolidationCandidate",
     "Constraint",
     "ContextBundle",
@@ -219,6 +230,7 @@ __all__ = [
     "Record",
     "Salience",
     "ScopeView",
+    "SigningKey",
     "SnapshotManifest",
     "Source",
     "StaticEmbedder",
@@ -235,6 +247,7 @@ __all__ = [
     "UnboundedQueryError",
     "ValidationError",
     "VerificationError",
+    "VerifierKey",
     "VerifyReport",
     "VersionConflictError",
     "__version__",
@@ -244,5 +257,7 @@ __all__ = [
     "scope_from_env",
     "store_generation",
     "verify",
+    "verify_checkpoint",
+    "verify_consistency",
     "verify_scope",
 ]

@@ -24,7 +24,6 @@ from .core.forms import TokenEstimator
 from .core.graph import check_traversal
 from .core.hashing import hash_function
 from .core.journal import Entry, decode_entry
-from .core.keys import seq_key
 from .core.mmr import mmr_node_count
 from .core.predicates import Predicate
 from .core.salience import FACTOR_NAMES, PPM, cold_score
@@ -51,12 +50,14 @@ from .reading import (
 from .recall import RecallResult, run_recall
 from .records import Attestation, Edge, Neighbor, Salience, Stats, Traversal
 from .store.env import DEFAULT_MAP_SIZE, MAX_MAP_SIZE, TABLES
-from .store.txn import WriteTxn
 from .vector.state import VectorState
 
 if TYPE_CHECKING:
     from .compact import CompactReport, ConsolidationCandidate
     from .context import ContextBundle
+    from .core.checkpoint import Checkpoint
+    from .core.consistency import ConsistencyProof
+    from .signing import SigningKey, VerifierKey
 
 # The verbs a short-lived process rarely runs (compact, context, scope, rebuild and append)
 # import their modules when called: every command and hook starts a fresh interpreter, and
@@ -341,6 +342,8 @@ class Cortex:
         *,
         limit: int = 100,
         include_edges: bool = True,
+        sign_with: SigningKey | None = None,
+        prove_from: int | None = None,
     ) -> bytes:
         """A proof-checked slice of this store for a sub-agent, as bytes.
 
@@ -351,10 +354,19 @@ class Cortex:
         with its MMR proof (it binds the actor's name). Check it with
         :func:`cortexgraph.verify_scope`, which needs no database. Bundles are capped at
         64 MiB. Format: ``docs/scopes.md``.
+
+        ``sign_with`` (a :class:`~cortexgraph.SigningKey`, the ``sign`` extra) adds a
+        checkpoint of the bundle's root signed with it, so a sub-agent needs only the
+        verifier key; ``prove_from=seq`` adds a consistency proof from the state after
+        ``seq`` entries, so a sub-agent that trusts that older root accepts this one (see
+        :meth:`prove_consistency` for its cost).
         """
         from .scope import export_scope
 
-        return export_scope(self._handle, where_or_uris, limit=limit, include_edges=include_edges)
+        return export_scope(
+            self._handle, where_or_uris, limit=limit, include_edges=include_edges,
+            sign_with=sign_with, prove_from=prove_from,
+        )
 
     def weights(self) -> tuple[int, ...]:
         """The current salience weights in ppm, in ``FACTOR_NAMES`` order (sum 1,000,000)."""
@@ -745,28 +757,63 @@ class Cortex:
         with self._handle.reading() as txn:
             return manifest_for(self.actor, self.hash_name, txn.get, txn.last_seq(), 0)
 
-    def snapshot(self, *, at: int | None = None) -> SnapshotManifest:
+    def snapshot(
+        self, *, at: int | None = None, sign_with: SigningKey | None = None
+    ) -> SnapshotManifest:
         """Store a :class:`SnapshotManifest` of the current state and return it.
 
         Snapshots are not derived: ``replay.verify`` recomputes the roots at each stored
         snapshot's seq and reports any difference. Taking a snapshot twice at the same seq
         returns the stored one.
+
+        Args:
+            at: when (default: the clock's now).
+            sign_with: a :class:`~cortexgraph.SigningKey` (the ``sign`` extra): also store
+                a checkpoint of this state signed with it, in the C2SP tlog-checkpoint
+                form (origin: the key's name; size: the journal size; root: the
+                OverallRoot); a second key adds its signature to the same checkpoint.
+                Read them back with :meth:`checkpoints`. The key is the caller's: the
+                store never holds it.
+
+        Raises:
+            CortexError: inside a batch. ValidationError: ``sign_with`` is not a key.
+            MissingExtraError: ``sign_with`` without the ``sign`` extra.
         """
-        at = self._handle.at(at)
-        if self._handle.active_batch() is not None:
-            raise CortexError("take a snapshot outside a batch (it records committed state)")
+        from .trust import take_snapshot
 
-        def take(txn: WriteTxn) -> SnapshotManifest:
-            seq = txn.last_seq()
-            stored = txn.get("snapshots", seq_key(seq))
-            if stored is not None:
-                txn.abort()
-                return SnapshotManifest.decode(stored)
-            manifest = manifest_for(self.actor, self.hash_name, txn.get, seq, at)
-            txn.put_snapshot(seq_key(seq), manifest.encode())
-            return manifest
+        return take_snapshot(self._handle, self._handle.at(at), sign_with)
 
-        return self._handle.env.write_small(take)
+    def checkpoints(self, *, key: VerifierKey | None = None) -> list[Checkpoint]:
+        """The stored signed checkpoints, oldest first.
+
+        With ``key``, only the checkpoints that carry ``key``'s signature, each checked
+        with it and against the snapshot manifest stored at its seq.
+
+        Raises:
+            VerificationError: a checkpoint does not parse, a signature of ``key`` does
+                not verify, a checkpoint does not match the snapshot at its seq, or
+                (with ``key``) none carries ``key``'s signature.
+        """
+        from .trust import read_checkpoints
+
+        return read_checkpoints(self._handle, key)
+
+    def prove_consistency(self, old_seq: int, new_seq: int | None = None) -> ConsistencyProof:
+        """A proof that the state after ``new_seq`` entries (default: now) extends the
+        state after ``old_seq`` entries: its journal is the older journal with entries
+        appended. Check it with :func:`cortexgraph.verify_consistency` before accepting a
+        newer root than the one you trust.
+
+        The SMT root of a past state comes from the snapshot stored at that seq when
+        there is one (take a snapshot whenever you hand a root out), else from replaying
+        the first ``old_seq`` entries into a scratch store (linear in ``old_seq``).
+
+        Raises:
+            ValidationError: not ``0 <= old_seq <= new_seq <= seq``.
+        """
+        from .trust import prove_consistency
+
+        return prove_consistency(self._handle, old_seq, new_seq)
 
     def snapshots(self) -> list[SnapshotManifest]:
         """Every stored snapshot manifest, oldest first."""

@@ -34,10 +34,12 @@ from .core.smt_store import smt_store_prove
 from .core.state import HeadState, Record
 from .core.text import bm25_scores, term_counts
 from .core.uri import MemoryURI
-from .errors import NotFoundError, ValidationError
+from .errors import CortexError, NotFoundError, ValidationError, VerificationError
 from .find import FindResult, Hit, check_find_arguments, check_tokens, run_find
 from .handle import Handle
 from .reading import MemoryRef
+from .signing import SigningKey, VerifierKey, sign_checkpoint, verify_checkpoint
+from .trust import prove_consistency
 
 __all__ = ["ScopeView", "export_scope", "verify_scope"]
 
@@ -47,9 +49,13 @@ _EXCLUDED_TYPES = ("attest", "learn_weights")
 
 def export_scope(
     h: Handle, where_or_uris: Predicate | Iterable[MemoryRef], *, limit: int,
-    include_edges: bool,
+    include_edges: bool, sign_with: SigningKey | None = None, prove_from: int | None = None,
 ) -> bytes:
     """Carry out :meth:`Cortex.scope`."""
+    if sign_with is not None and type(sign_with) is not SigningKey:
+        raise ValidationError("must be a cortexgraph.SigningKey", field="sign_with")
+    if prove_from is not None and (type(prove_from) is not int or prove_from < 0):
+        raise ValidationError("must be a non-negative integer (a seq)", field="prove_from")
     if type(limit) is not int or not 1 <= limit <= MAX_SCOPE_MEMORIES:
         raise ValidationError(f"must be an integer in 1..{MAX_SCOPE_MEMORIES}", field="limit")
     if type(include_edges) is not bool:
@@ -110,7 +116,17 @@ def export_scope(
             anchor = {"entry": bytes(first or b""), "proof": list(path)}
     manifest = {"actor": h.actor, "hash_name": hash_name, "seq": size, "mmr_root": mmr,
                 "smt_root": smt, "overall_root": root}
-    return encode_scope(manifest, anchor, records, edges)
+    if prove_from is not None and prove_from > size:
+        raise ValidationError(f"{prove_from} is past the end of the journal ({size} entries)",
+                              field="prove_from")
+    consistency = None if prove_from is None else prove_consistency(h, prove_from, None)
+    if consistency is not None and consistency.new_root != root:
+        # a write landed between the two reads
+        raise CortexError("the store changed while the scope was taken; take it again")
+    checkpoint = None if sign_with is None else sign_checkpoint(sign_with, size, root)
+    return encode_scope(
+        manifest, anchor, records, edges, consistency=consistency, checkpoint=checkpoint
+    )
 
 
 class _Omitted(enum.Enum):
@@ -120,25 +136,39 @@ class _Omitted(enum.Enum):
 
 
 def verify_scope(
-    blob: bytes, trusted_root: bytes | _Omitted | None = _Omitted.OMITTED
+    blob: bytes,
+    trusted_root: bytes | _Omitted | None = _Omitted.OMITTED,
+    *,
+    key: VerifierKey | None = None,
 ) -> ScopeView:
     """Check a scope bundle and return a read-only view of it. Needs no database.
 
-    A bundle proves its records against its *own* roots; only ``trusted_root`` ties it
-    to the store you trust, since anyone can build a self-consistent bundle. So the
-    argument must be spelled out: the 32-byte OverallRoot you got from the store's
-    owner (``cx.overall_root()``), or ``None`` to knowingly check self-consistency only.
+    A bundle proves its records against its *own* roots; only a root you trust ties it
+    to the store, since anyone can build a self-consistent bundle. So say which: the
+    32-byte OverallRoot you got from the store's owner (``cx.overall_root()``), or the
+    owner's verifier key, with which the bundle's signed checkpoint must verify, or
+    ``None`` to knowingly check self-consistency only.
+
+    A bundle whose root is newer than ``trusted_root`` verifies when it carries a
+    consistency proof from ``trusted_root`` to its root (``cx.scope(..., prove_from=seq)``):
+    the newer state's journal extends the one you trust.
 
     Args:
         blob: the bundle, as :meth:`Cortex.scope` returned it.
-        trusted_root: the OverallRoot the bundle must commit to, or ``None`` to skip that
-            check.
+        trusted_root: the OverallRoot the bundle must commit to (or extend), or ``None``
+            to skip that check; may be omitted when ``key`` is given.
+        key: a :class:`~cortexgraph.VerifierKey` (the ``sign`` extra): the bundle must
+            carry a checkpoint signed with it, and its root must be the checkpoint's.
 
     Raises:
-        ValidationError: ``trusted_root`` was omitted (field ``trusted_root``).
+        ValidationError: neither ``trusted_root`` nor ``key`` was given (field
+            ``trusted_root``), or ``key`` is not a verifier key.
         VerificationError: anything that does not check out: a flipped bit, truncation,
-            trailing bytes, a proof that does not match, a different trusted root.
+            trailing bytes, a proof that does not match, a different trusted root, a
+            missing checkpoint or one whose signature does not verify with ``key``.
     """
+    if key is not None:
+        return _verify_signed(blob, trusted_root, key)
     if trusted_root is _Omitted.OMITTED:
         raise ValidationError(
             "must be given: the 32-byte OverallRoot you trust (cx.overall_root() of the"
@@ -147,6 +177,24 @@ def verify_scope(
             field="trusted_root",
         )
     verified = verify_scope_bytes(blob, trusted_root)
+    return ScopeView(**attrs.asdict(verified, recurse=False))
+
+
+def _verify_signed(blob: bytes, trusted_root: object, key: VerifierKey) -> ScopeView:
+    """:func:`verify_scope` with a verifier key: the bundle's checkpoint must verify with
+    ``key``, and then its root is trusted (as well as ``trusted_root``, if given)."""
+    if type(key) is not VerifierKey:
+        raise ValidationError("must be a cortexgraph.VerifierKey", field="key")
+    verified = verify_scope_bytes(
+        blob, None if trusted_root is _Omitted.OMITTED else trusted_root
+    )
+    if verified.checkpoint is None:
+        raise VerificationError("the scope bundle does not verify: it carries no checkpoint")
+    try:
+        verify_checkpoint(verified.checkpoint.note, key)
+    except VerificationError as exc:
+        raise VerificationError(f"the scope bundle does not verify: {exc}") from None
+    # verify_scope_bytes tied the checkpoint's size and root to the manifest (SC7)
     return ScopeView(**attrs.asdict(verified, recurse=False))
 
 

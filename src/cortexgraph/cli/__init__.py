@@ -26,8 +26,10 @@ from .agents import add_agents_parser
 from .chat import add_chat_parser
 from .claude_code import add_claude_code_parser
 from .extract import add_extract_parser
+from .fleet import add_fleet_parser
 from .hook import add_hook_parser
 from .index_code import add_index_code_parser
+from .keys import add_keys_parser
 from .mcp import add_mcp_parser
 from .output import Output, fail
 
@@ -206,6 +208,15 @@ def build_parser() -> argparse.ArgumentParser:
         " only checked for self-consistency, reported as NOT verified, and the exit status"
         " is 1",
     )
+    p.add_argument(
+        "--sign", metavar="KEYFILE", default=None,
+        help="export: add a checkpoint signed with this key (see `cortexgraph keygen`)",
+    )
+    p.add_argument(
+        "--key", metavar="PUBKEY", default=None,
+        help="verify: the verifier key (a .pub file or its text); the bundle's signed"
+        " checkpoint must verify with it, and then no --trusted-root is needed",
+    )
     p.set_defaults(func=cmd_scope)
 
     p = sub.add_parser("link", parents=[common], help="add or change an edge")
@@ -252,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--actor", default=None, help="verify only this actor")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--key", metavar="PUBKEY", default=None,
+        help="also check the stored checkpoints signed with this verifier key (a .pub file"
+        " or its text): each must verify and match the replayed snapshot at its seq, and"
+        " each actor must have at least one",
+    )
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser("rebuild", parents=[common], help="drop derived tables and replay")
@@ -265,6 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_backfill)
 
     p = sub.add_parser("snapshot", parents=[common], help="store a snapshot manifest")
+    p.add_argument(
+        "--sign", metavar="KEYFILE", default=None,
+        help="also store a checkpoint signed with this key (see `cortexgraph keygen`)",
+    )
     p.set_defaults(func=cmd_snapshot)
 
     p = sub.add_parser("root", parents=[common], help="print the OverallRoot")
@@ -314,6 +335,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_mcp_parser(sub, common)
     add_chat_parser(sub, common)
     add_agents_parser(sub, common)
+    add_keys_parser(sub, common)
+    add_fleet_parser(sub, common)
     return parser
 
 
@@ -325,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args, out)
     except NotFoundError as exc:
         fail(out, type(exc).__name__, str(exc))
-        return 2 if args.command == "verify" else 1
+        return 2 if args.command in ("verify", "verify-fleet") else 1
     except CortexError as exc:
         fail(out, type(exc).__name__, str(exc))
         return 1

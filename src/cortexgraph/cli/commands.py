@@ -8,12 +8,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from .. import (
     Cortex,
+    CortexError,
     Memory,
     NotFoundError,
     Q,
@@ -22,6 +23,7 @@ from .. import (
 )
 from ..core.predicates import Predicate
 from ..cortex import sync_vectors
+from .keys import read_signing_key, read_verifier_key
 from .output import (
     Output,
     context_json,
@@ -33,6 +35,10 @@ from .output import (
     traversal_json,
 )
 from .progress import ProgressBar
+
+if TYPE_CHECKING:
+    from ..replay import VerifyReport
+    from ..signing import VerifierKey
 
 # ``cortexgraph.io`` (the export format), replay verification, scope checking and
 # ``tempfile`` are imported by the few commands that use them: every command starts a
@@ -270,7 +276,8 @@ def cmd_scope(args: argparse.Namespace, out: Output) -> int:
             raise ValidationError("give --tag or --uri", field="where")
         with _open(args, readonly=True) as cx:
             where: Any = Q.any_of(*(Q.tag(t) for t in args.tag)) if args.tag else args.uri
-            blob = cx.scope(where, limit=args.limit)
+            key = None if args.sign is None else read_signing_key(args.sign)
+            blob = cx.scope(where, limit=args.limit, sign_with=key)
             root = cx.overall_root()
         Path(args.file).write_bytes(blob)
         out.emit(
@@ -283,11 +290,17 @@ def cmd_scope(args: argparse.Namespace, out: Output) -> int:
     from .. import verify_scope
 
     trusted: bytes | None = args.trusted_root
-    view = verify_scope(Path(args.file).read_bytes(), trusted_root=trusted)
+    blob = Path(args.file).read_bytes()
+    if args.key is not None:
+        view = verify_scope(blob, trusted, key=read_verifier_key(args.key))
+    else:
+        view = verify_scope(blob, trusted_root=trusted)
     summary = (
         f"{len(view)} memories and {len(view.edges)} edges of {view.actor} at seq {view.seq}"
     )
-    if trusted is None:
+    if args.key is not None:
+        text = f"verified with the signed checkpoint of key {args.key}: {summary}"
+    elif trusted is None:
         text = (
             f"self-consistent but NOT verified against a trusted root: {summary};"
             f" its claimed root {view.overall_root.hex()} is unchecked (pass --trusted-root"
@@ -295,11 +308,13 @@ def cmd_scope(args: argparse.Namespace, out: Output) -> int:
         )
     else:
         text = f"verified against the trusted root: {summary}"
+    verified = trusted is not None or args.key is not None
     out.emit(
         {
-            "ok": trusted is not None,
+            "ok": verified,
             "consistent": True,
             "trusted_root_checked": trusted is not None,
+            "checkpoint_checked": args.key is not None,
             "actor": view.actor,
             "seq": view.seq,
             "memories": len(view),
@@ -308,7 +323,7 @@ def cmd_scope(args: argparse.Namespace, out: Output) -> int:
         },
         text,
     )
-    return 0 if trusted is not None else 1
+    return 0 if verified else 1
 
 
 def cmd_forget(args: argparse.Namespace, out: Output) -> int:
@@ -373,6 +388,13 @@ def cmd_verify(args: argparse.Namespace, out: Output) -> int:
         fail(out, type(exc).__name__, str(exc))
         out.emit({"ok": False, "actors": [], "error": type(exc).__name__, "message": str(exc)})
         return 2
+    data = report.to_dict()
+    checked = {}
+    if args.key is not None:
+        checked = _check_checkpoints(args.store_root, report, read_verifier_key(args.key))
+        for entry in data["actors"]:
+            entry["checkpoints"] = checked[entry["actor"]]
+        data["ok"] = report.ok and all(c["ok"] for c in checked.values())
     lines = []
     for actor in report.actors:
         status = "ok" if actor.ok else "MISMATCH" if actor.error is None else actor.error
@@ -383,8 +405,31 @@ def cmd_verify(args: argparse.Namespace, out: Output) -> int:
         if actor.first_bad_seq is not None:
             lines.append(f"  first diverging seq: {actor.first_bad_seq}")
         lines.extend(f"  - {problem}" for problem in actor.problems)
-    out.emit(report.to_dict(), "\n".join(lines))
-    return 0 if report.ok else 1
+        if actor.actor in checked:
+            c = checked[actor.actor]
+            lines.append(
+                f"  signed checkpoints: {c['count']} verified" if c["ok"]
+                else f"  signed checkpoints: FAILED — {c['problem']}"
+            )
+    out.emit(data, "\n".join(lines))
+    return 0 if data["ok"] else 1
+
+
+def _check_checkpoints(
+    store_root: str, report: VerifyReport, key: VerifierKey
+) -> dict[str, dict[str, Any]]:
+    """Per actor: the checkpoints signed with ``key``, each verified with it and matched
+    to the snapshot manifest at its seq (which the replay just checked against the
+    journal); an actor with none, or with one that fails, is not ok."""
+    checked: dict[str, dict[str, Any]] = {}
+    for actor in report.actors:
+        try:
+            with open(store_root, actor.actor, readonly=True) as cx:
+                count = len(cx.checkpoints(key=key))
+            checked[actor.actor] = {"ok": True, "count": count, "problem": None}
+        except CortexError as exc:
+            checked[actor.actor] = {"ok": False, "count": 0, "problem": str(exc)}
+    return checked
 
 
 def cmd_rebuild(args: argparse.Namespace, out: Output) -> int:
@@ -409,10 +454,16 @@ def cmd_backfill(args: argparse.Namespace, out: Output) -> int:
 def cmd_snapshot(args: argparse.Namespace, out: Output) -> int:
     from ..io import readable as jsonable  # one rendering of bytes, the export's
 
+    key = None if args.sign is None else read_signing_key(args.sign)
     with _open(args) as cx:
-        manifest = cx.snapshot()
+        manifest = cx.snapshot(sign_with=key)
+        notes = [c.note for c in cx.checkpoints() if c.size == manifest.seq]
     data = jsonable(attrs.asdict(manifest))
-    out.emit(data, f"snapshot at seq {manifest.seq}: root {manifest.overall_root.hex()}")
+    text = f"snapshot at seq {manifest.seq}: root {manifest.overall_root.hex()}"
+    if key is not None:
+        data["checkpoint"] = notes[0]
+        text += f"\nsigned checkpoint:\n{notes[0]}"
+    out.emit(data, text)
     return 0
 
 

@@ -6,25 +6,38 @@ A bundle is one canonical CBOR map (text keys)::
      "manifest": {"actor", "hash_name", "seq", "mmr_root", "smt_root", "overall_root"},
      "anchor":   {"entry": journal entry 1, "proof": [MMR inclusion proof of leaf 0]} | null,
      "records":  [{"id", "head", "version", "proof"}, ...]      sorted by id, no repeats
-     "edges":    [{"key", "record", "proof"}, ...]}             sorted by key, no repeats
+     "edges":    [{"key", "record", "proof"}, ...],             sorted by key, no repeats
+     "consistency": {...},     optional: a consistency proof ending at this manifest
+     "checkpoint":  "..."}     optional: a signed checkpoint of this manifest
 
 ``head`` and ``version`` are the memory's ``heads`` record and its head version's
 ``versions`` record; ``proof`` its SMT membership proof. An edge's ``key`` is its
 ``edges`` out-key (``o | src | u8 relation | dst``), ``record`` the edge record, ``proof``
 the SMT membership proof of the edge leaf.
 
-What verification checks (:func:`verify_scope_bytes`; SC1-SC5):
+What verification checks (:func:`verify_scope_bytes`; SC1-SC7):
 
 - SC1 the bytes are canonical CBOR of exactly this shape, within :data:`MAX_SCOPE_BYTES`;
 - SC2 ``overall_root = H("cortexgraph/root/v1" | seq | mmr_root | smt_root)`` and, unless
-  the caller explicitly passes ``None``, equals the trusted root (only that check ties a
-  bundle to a store: anyone can build a self-consistent one);
+  the caller explicitly passes ``None``, equals the trusted root or extends it (SC6) (only
+  that check ties a bundle to a store: anyone can build a self-consistent one);
 - SC3 the anchor binds the actor: entry 1 is in the MMR at leaf 0, and it is a write whose
   id equals ``H(actor | ns | 1 | body)`` (a different actor name gives a different id);
 - SC4 every record's head commitment is in the SMT under its key, and its body is a valid
   memory (the commitment covers the body's bytes: they are the store's, canonical since
   they were written);
 - SC5 every edge leaf is in the SMT, and both its ends are records of the bundle.
+- SC6 a ``consistency`` proof (``core.consistency``) ends at the manifest's seq and root; a
+  bundle whose root is not the trusted root verifies only with one that starts at the
+  trusted root, so a sub-agent that trusts an older root accepts a newer bundle only if
+  its journal extends the one it trusts;
+- SC7 a ``checkpoint`` is a signed note in the C2SP tlog-checkpoint form
+  (``core.checkpoint``) of the manifest's seq and overall root. Its signature is checked by
+  :func:`cortexgraph.verify_scope` with the caller's verifier key (signatures are not
+  checked here: that needs the ``sign`` extra).
+
+Bundles without the two optional fields are byte-identical to those made before they
+existed, and verify as they did.
 
 Any failure raises :class:`~cortexgraph.errors.VerificationError` naming it.
 """
@@ -38,8 +51,10 @@ import attrs
 
 from ..errors import CortexError, VerificationError
 from .body import memory_from_body
+from .checkpoint import Checkpoint, parse_checkpoint_text, split_note
 from .codec import canonical_keys, decode_unchecked, encode, encode_head
 from .commitments import edge_commitment, edge_smt_key, head_commitment
+from .consistency import ConsistencyProof, verify_consistency
 from .graph import EdgeState, relation_name
 from .hashing import DIGEST_SIZE, HASH_NAMES
 from .journal import Identity, decode_entry, memory_id
@@ -65,6 +80,7 @@ MAX_SCOPE_BYTES = 64 << 20
 _MANIFEST_KEYS = {"actor", "hash_name", "seq", "mmr_root", "smt_root", "overall_root"}
 _EDGE_KEY_SIZE = 1 + ID_SIZE + 1 + ID_SIZE
 _BUNDLE_KEYS = {"v", "manifest", "anchor", "records", "edges"}
+_OPTIONAL_KEYS = {"consistency", "checkpoint"}
 _RECORD_KEYS = {"id", "head", "version", "proof"}
 _EDGE_KEYS = {"key", "record", "proof"}
 
@@ -74,15 +90,23 @@ def encode_scope(
     anchor: Mapping[str, Any] | None,
     records: Sequence[Mapping[str, Any]],
     edges: Sequence[Mapping[str, Any]],
+    *,
+    consistency: ConsistencyProof | None = None,
+    checkpoint: str | None = None,
 ) -> bytes:
-    """The canonical bytes of a bundle (records sorted by id, edges by key)."""
-    value = {
+    """The canonical bytes of a bundle (records sorted by id, edges by key); the optional
+    ``consistency`` proof and signed ``checkpoint`` are included only when given."""
+    value: dict[str, Any] = {
         "v": SCOPE_VERSION,
         "manifest": dict(manifest),
         "anchor": None if anchor is None else dict(anchor),
         "records": sorted((dict(r) for r in records), key=lambda r: r["id"]),
         "edges": sorted((dict(e) for e in edges), key=lambda e: e["key"]),
     }
+    if consistency is not None:
+        value["consistency"] = consistency.to_map()
+    if checkpoint is not None:
+        value["checkpoint"] = checkpoint
     data = encode(value)
     if len(data) > MAX_SCOPE_BYTES:
         raise CortexError(
@@ -106,7 +130,12 @@ class ScopeEdge:
 
 @attrs.frozen
 class VerifiedScope:
-    """What a bundle proved: its manifest and the records and edges it holds."""
+    """What a bundle proved: its manifest and the records and edges it holds.
+
+    ``consistency`` is the bundle's consistency proof (SC6) and ``checkpoint`` its signed
+    checkpoint (SC7; its signature is checked only by a caller with a verifier key), None
+    when the bundle carries none.
+    """
 
     actor: str
     hash_name: str
@@ -114,6 +143,8 @@ class VerifiedScope:
     overall_root: bytes
     records: tuple[Record, ...]
     edges: tuple[ScopeEdge, ...]
+    consistency: ConsistencyProof | None = None
+    checkpoint: Checkpoint | None = None
 
 
 def _fail(why: str) -> VerificationError:
@@ -159,7 +190,9 @@ def _verify(blob: object, trusted_root: object) -> VerifiedScope:
         raise _fail("the trusted root is not 32 bytes")
     # SC1 in two halves: decode and check the shape of every field on the way, then
     # compare the canonical encoding of what was checked with the blob.
-    bundle = _map(decode_unchecked(blob, what="a scope bundle"), _BUNDLE_KEYS, "the bundle")
+    bundle = decode_unchecked(blob, what="a scope bundle")
+    if type(bundle) is not dict or not _BUNDLE_KEYS <= set(bundle) <= _BUNDLE_KEYS | _OPTIONAL_KEYS:
+        raise _fail("the bundle is malformed")
     if type(bundle["v"]) is not int or bundle["v"] != SCOPE_VERSION:  # not True, not 1.0
         raise _fail(f"unknown bundle version {bundle['v']!r}")
     manifest = _map(bundle["manifest"], _MANIFEST_KEYS, "the manifest")
@@ -172,15 +205,58 @@ def _verify(blob: object, trusted_root: object) -> VerifiedScope:
     root = _digest(manifest["overall_root"], "overall_root")
     if overall_root(h, seq, mmr_root, smt_root) != root:  # SC2
         raise _fail("the manifest's roots do not hash to its overall root")
-    if trusted_root is not None and root != trusted_root:
-        raise _fail("its overall root is not the trusted root")
+    consistency = _check_consistency(bundle.get("consistency"), h, seq, root, trusted_root)
+    checkpoint = _check_checkpoint(bundle.get("checkpoint"), seq, root)
     _check_anchor(bundle["anchor"], actor, h, seq, mmr_root)
     smt = SmtVerifier(h, smt_root)  # one verifier: the proofs share their top levels
     records = _check_records(bundle["records"], smt, actor, h)
     edges = _check_edges(bundle["edges"], smt, h, records)
     if _canonical_bytes(bundle) != blob:  # every field is checked now: the rest of SC1
         raise _fail("it is not in canonical CBOR form")
-    return VerifiedScope(actor, h, seq, root, tuple(records.values()), edges)
+    return VerifiedScope(
+        actor, h, seq, root, tuple(records.values()), edges, consistency, checkpoint
+    )
+
+
+def _check_consistency(
+    raw: Any, h: str, seq: int, root: bytes, trusted_root: object
+) -> ConsistencyProof | None:
+    """SC6 and the trusted-root half of SC2."""
+    try:
+        proof = None if raw is None else ConsistencyProof.from_map(raw)
+    except VerificationError as exc:
+        raise _fail(str(exc)) from None
+    if proof is not None and (proof.hash_name != h or proof.new_size != seq):
+        raise _fail("its consistency proof does not end at its manifest")
+    if proof is not None and not verify_consistency(
+        proof, old_root=proof.old_root, new_root=root
+    ):
+        raise _fail("its consistency proof does not verify")
+    if trusted_root is None or root == trusted_root:
+        return proof
+    if proof is None:
+        raise _fail("its overall root is not the trusted root")
+    if proof.old_root != trusted_root:
+        raise _fail(
+            "its overall root is not the trusted root, and its consistency proof starts"
+            " at another root"
+        )
+    return proof
+
+
+def _check_checkpoint(raw: Any, seq: int, root: bytes) -> Checkpoint | None:
+    """SC7 (the grammar and the contents; the signature is the caller's to check)."""
+    if raw is None:
+        return None
+    if type(raw) is not str:
+        raise _fail("its checkpoint is not text")
+    try:
+        origin, size, checkpoint_root = parse_checkpoint_text(split_note(raw)[0])
+    except VerificationError as exc:
+        raise _fail(str(exc)) from None
+    if (size, checkpoint_root) != (seq, root):
+        raise _fail("its checkpoint is of another seq or root than its manifest")
+    return Checkpoint(origin, size, checkpoint_root, raw)
 
 
 def _check_records(
@@ -219,7 +295,15 @@ def _check_records(
     return records
 
 
-_ORDER = canonical_keys(_BUNDLE_KEYS)
+_ORDERS = {
+    frozenset(keys): canonical_keys(keys)
+    for keys in (
+        _BUNDLE_KEYS,
+        _BUNDLE_KEYS | {"consistency"},
+        _BUNDLE_KEYS | {"checkpoint"},
+        _BUNDLE_KEYS | _OPTIONAL_KEYS,
+    )
+}
 _RECORD_ORDER = canonical_keys(_RECORD_KEYS)
 _EDGE_ORDER = canonical_keys(_EDGE_KEYS)
 
@@ -229,8 +313,9 @@ def _canonical_bytes(bundle: dict[str, Any]) -> bytes:
     edges are maps of their keys to bytes), faster: the records and edges are encoded
     here directly, the rest through :func:`~cortexgraph.core.codec.encode`
     (``test_scope.py`` holds the two equal)."""
-    out = [encode_head(5, len(_ORDER))]
-    for key, key_bytes in _ORDER:
+    order = _ORDERS[frozenset(bundle)]
+    out = [encode_head(5, len(order))]
+    for key, key_bytes in order:
         out.append(key_bytes)
         if key == "records":
             _encode_byte_maps(bundle[key], _RECORD_ORDER, out)

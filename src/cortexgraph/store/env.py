@@ -5,7 +5,8 @@ named databases::
 
     journal    the source of truth (seq -> entry)
     snapshots  stored SnapshotManifests (not derived: replay verifies them)
-    meta       identity (schema, actor, hash_name) and shell bookkeeping
+    meta       identity (schema, actor, hash_name), shell bookkeeping, and the signed
+               checkpoints (``checkpoint`` + u64be seq: C2SP signed notes; see trust.py)
     heads versions postings edges salience emb mmr smt
                derived from the journal; can be dropped and rebuilt (J4)
 
