@@ -165,6 +165,15 @@ def open(
     if type(autolink) is not bool:
         handle.env.close()
         raise ValidationError("must be True or False", field="autolink")
+    if handle.stale_layout:  # a store of an earlier release: rebuilt from its journal
+        from .replay import rebuild
+
+        try:
+            rebuild(handle)
+        except BaseException:
+            handle.env.close()
+            raise
+        handle.stale_layout = False
     handle.autolink = autolink
     handle.embed_on_write = embed_on_write
     return Cortex(handle)

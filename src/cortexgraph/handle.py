@@ -58,6 +58,8 @@ class Handle:
         check_invariants: run the expensive invariant checks (``CORTEXGRAPH_INVARIANTS=1``).
         autolink, embed_on_write: the options of :func:`cortexgraph.open`.
         embedder_spec: the recorded embedder (``{"name": ..., "dim": ...}``).
+        stale_layout: the derived tables are of an earlier layout and must be rebuilt
+            before use (``cortexgraph.open`` does it on a writable open).
         vectors: the vector state, once a vector read created it.
     """
 
@@ -75,6 +77,7 @@ class Handle:
         "hash_name",
         "identity",
         "local",
+        "stale_layout",
         "vectors",
     )
 
@@ -101,6 +104,7 @@ class Handle:
         self.vectors: VectorState | None = None
         self.autolink = False
         self.embed_on_write = False
+        self.stale_layout = False
 
     @property
     def path(self) -> Path:
@@ -400,26 +404,27 @@ def open_handle(
     try:
         spec = embedder_spec(env, embedder, reembed=reembed)
         handle = Handle(env, actor, clock or SystemClock(), embedder=embedder, embedder_spec=spec)
-        _upgrade_layout(handle)
+        handle.stale_layout = _layout_is_stale(handle)
     except BaseException:
         env.close()
         raise
     return handle
 
 
-def _upgrade_layout(h: Handle) -> None:
-    """Bring the derived tables of a store made by an earlier release to the current
-    layout: a rebuild from the journal (the source of truth), in one transaction, on the
-    first writable open; a read-only open of such a store is refused until then."""
-    from .replay import rebuild  # replay imports this module
+def _layout_is_stale(h: Handle) -> bool:
+    """Whether the derived tables of ``h``'s store are of an earlier layout and must be
+    rebuilt from the journal (the facade does it: ``cortexgraph.open``) before use.
 
+    A store with no entries and no record gets the current record (when writable); a
+    read-only handle on a stale store, or any handle on a newer layout, is refused.
+    """
     layout = h.env.stored_layout()
     if layout is None:  # no entries: nothing to rebuild
         if not h.env.readonly:
             h.env.set_meta_value(LAYOUT_KEY, DERIVED_LAYOUT)
-        return
+        return False
     if layout == DERIVED_LAYOUT:
-        return
+        return False
     if layout > DERIVED_LAYOUT:
         raise CorruptionError(
             f"{h.env.path} has derived tables of layout {layout}, written by a newer"
@@ -433,4 +438,4 @@ def _upgrade_layout(h: Handle) -> None:
             f" this one reads layout {DERIVED_LAYOUT}. Open it writable once (or run"
             " `cortexgraph rebuild`) to rebuild them from the journal"
         )
-    rebuild(h)
+    return True
