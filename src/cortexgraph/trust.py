@@ -16,19 +16,16 @@ a rebuild keeps them.
 
 from __future__ import annotations
 
-import tempfile
 from itertools import islice
-from pathlib import Path
 
 from .core.checkpoint import Checkpoint, parse_checkpoint_text, split_note
 from .core.commitments import SnapshotManifest, manifest_for, mmr_getter, roots
 from .core.consistency import ConsistencyProof, build_consistency_proof, check_sizes
 from .core.keys import seq_from_key, seq_key
 from .errors import CortexError, ValidationError, VerificationError
-from .handle import Handle, open_handle
-from .replay import append_entries
+from .handle import Handle
+from .replay import replay_in_memory
 from .signing import SigningKey, VerifierKey, sign_checkpoint, verify_checkpoint
-from .store.env import DEFAULT_MAP_SIZE
 from .store.txn import ReadTxn, WriteTxn
 
 __all__ = ["prove_consistency", "read_checkpoints", "take_snapshot"]
@@ -62,21 +59,11 @@ def prove_consistency(h: Handle, old_seq: int, new_seq: int | None) -> Consisten
 
 
 def _replayed_smt_root(h: Handle, seq: int) -> bytes:
-    """The SMT root after the first ``seq`` entries, by replaying them into a scratch
-    store (the same ``append_entries`` an import uses)."""
-    entries = list(islice((item for chunk in h.journal_chunks(0) for item in chunk), seq))
-    with tempfile.TemporaryDirectory(prefix="cortexgraph-prefix-") as tmp:
-        scratch = open_handle(
-            Path(tmp) / h.actor, h.actor, create=True, readonly=False,
-            map_size=DEFAULT_MAP_SIZE, sync=False, hash_name=h.hash_name, embedder=None,
-            reembed=False,
-        )
-        try:
-            append_entries(scratch, entries, expect_root=None, progress=None)
-            with scratch.reading() as txn:
-                return roots(h.hash_name, txn.get, seq)[1]
-        finally:
-            scratch.env.close()
+    """The SMT root after the first ``seq`` entries, by replaying them in memory (the same
+    replay a rebuild runs)."""
+    entries = islice((item for chunk in h.journal_chunks(0) for item in chunk), seq)
+    tables = replay_in_memory(h.identity, entries, total=seq)
+    return roots(h.hash_name, tables.get, seq)[1]
 
 
 def take_snapshot(h: Handle, at: int, sign_with: SigningKey | None) -> SnapshotManifest:
