@@ -63,7 +63,7 @@ from .mmr import (
 )
 from .roots import overall_root
 from .smt import EMPTY_SMT_ROOT, smt_key, verify_smt
-from .smt_apply import smt_store_apply
+from .smt_apply import smt_store_apply, smt_store_build
 from .smt_store import smt_store_prove, smt_store_root
 from .state import HeadState, VersionState
 from .uri import MemoryURI
@@ -74,6 +74,7 @@ __all__ = [
     "SnapshotManifest",
     "build_memory_proof",
     "build_mmr_rows",
+    "build_smt_rows",
     "edge_commitment",
     "edge_smt_key",
     "empty_roots",
@@ -233,6 +234,36 @@ def smt_mutations(
     ``get`` must already see the batch's ``heads``, ``versions`` and ``edges`` writes. A
     removed edge's leaf is removed.
     """
+    updates = _smt_leaves(hash_name, get, memory_ids, edges)
+    if not updates:
+        return []
+    _, writes = smt_store_apply(hash_name, smt_getter(get), updates)
+    return [("smt", key, value) for key, value in sorted(writes.items())]
+
+
+def build_smt_rows(
+    hash_name: str, get: Get, memory_ids: Iterable[bytes], edges: Iterable[bytes] = ()
+) -> list[tuple[bytes, bytes]]:
+    """Every ``smt`` row of a store whose memories are ``memory_ids`` and whose edges
+    have the out-keys ``edges``, built bottom-up in one pass
+    (:func:`~cortexgraph.core.smt_apply.smt_store_build`), sorted by row key.
+
+    For a rebuild: ``get`` sees the final ``heads``, ``versions`` and ``edges`` tables,
+    and the rows equal, byte for byte, what :func:`smt_mutations` leaves after any
+    batching of the same journal (S2). An out-key without an edge record has no leaf.
+
+    Raises:
+        CorruptionError: a memory has no head record or no head version record.
+    """
+    updates = _smt_leaves(hash_name, get, memory_ids, edges)
+    leaves = [(key, value) for key, value in updates.items() if value is not None]
+    return smt_store_build(hash_name, leaves)[1]
+
+
+def _smt_leaves(
+    hash_name: str, get: Get, memory_ids: Iterable[bytes], edges: Iterable[bytes]
+) -> dict[bytes, bytes | None]:
+    """The SMT key and value of each memory and each edge (``None``: the edge is gone)."""
     h = hash_function(hash_name)
     updates: dict[bytes, bytes | None] = {}
     unpack = _HEAD_PREFIX.unpack_from
@@ -258,10 +289,7 @@ def smt_mutations(
         updates[edge_smt_key(hash_name, out_key)] = (
             None if record is None else edge_commitment(hash_name, record)
         )
-    if not updates:
-        return []
-    _, writes = smt_store_apply(hash_name, smt_getter(get), updates)
-    return [("smt", key, value) for key, value in sorted(writes.items())]
+    return updates
 
 
 def edge_smt_key(hash_name: str, out_key: bytes) -> bytes:

@@ -65,7 +65,6 @@ __all__ = [
     "mmr_leaf_hash",
     "mmr_leaf_position",
     "mmr_node_count",
-    "mmr_node_origin",
     "mmr_root",
     "verify_consistency",
     "verify_inclusion",
