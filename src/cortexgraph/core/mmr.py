@@ -100,19 +100,19 @@ def mmr_node_origin(position: int) -> tuple[int, int]:
     :func:`mmr_append` returns for leaf ``index``. ``index`` has at least ``height``
     trailing one bits.
 
-    Arithmetic, O(log position): it descends the perfect tree that holds ``position`` in
-    postorder (left half, right half, root), as a node store keyed by leaf would.
+    Arithmetic, O(log position): it descends the perfect trees that hold ``position`` in
+    postorder (left half, right half, root), taking only the steps into a right half.
     """
     base = 0  # the first leaf of the perfect subtree being descended
-    height = (position + 1).bit_length()  # 2**(height+1) - 1 nodes hold ``position``
-    while height:
+    while position:
+        # the smallest perfect tree starting at ``base`` that holds ``position``: it has
+        # 2**(height+1) - 1 nodes, and ``position`` is past its left half
+        height = (position + 1).bit_length() - 1
         half = (1 << height) - 1  # the nodes of each half, and the root's offset in leaves
-        if position >= half:
-            if position >= 2 * half:  # the subtree's root: its last leaf completes it
-                return base + half, height
-            position -= half
-            base += 1 << (height - 1)
-        height -= 1
+        if position >= 2 * half:  # the tree's root: its last leaf's append completes it
+            return base + half, height
+        position -= half  # into the right half
+        base += 1 << (height - 1)
     return base, 0
 
 
