@@ -86,6 +86,22 @@ def table_of(hash_name: str, entries: Mapping[bytes, bytes]) -> Table:
     return table
 
 
+def batched_table(hash_name: str, entries: Mapping[bytes, bytes], seed: int) -> Table:
+    """The table random batches reach ``entries`` with (in a shuffled order, with a
+    detour: half the keys inserted with another value first, a third deleted again)."""
+    rng = random.Random(seed)
+    items = list(entries.items())
+    rng.shuffle(items)
+    table: Table = {}
+    apply(table, hash_name, {k: value_of(1) for k, _ in items[: len(items) // 2]})
+    apply(table, hash_name, {k: None for k, _ in items[: len(items) // 3]})
+    while items:
+        cut = rng.randint(1, len(items))
+        apply(table, hash_name, dict(items[:cut]))
+        items = items[cut:]
+    return table
+
+
 def tree_of(hash_name: str, entries: Mapping[bytes, bytes]) -> SparseMerkleTree:
     tree = SparseMerkleTree(hash_name)
     for key, value in entries.items():
@@ -180,16 +196,7 @@ def test_any_batching_gives_the_same_table(
     """S2 / J4: reaching the same set through random batch boundaries, a detour (keys
     inserted with other values and deleted again) and a reversed order gives the same rows,
     byte for byte, as one call."""
-    rng = random.Random(seed)
-    items = list(entries.items())
-    rng.shuffle(items)
-    table: Table = {}
-    apply(table, hash_name, {k: value_of(1) for k, _ in items[: len(items) // 2]})
-    apply(table, hash_name, {k: None for k, _ in items[: len(items) // 3]})
-    while items:
-        cut = rng.randint(1, len(items))
-        apply(table, hash_name, dict(items[:cut]))
-        items = items[cut:]
+    table = batched_table(hash_name, entries, seed)
     assert table == table_of(hash_name, entries)
     one_by_one: Table = {}
     for key in sorted(entries, reverse=True):
@@ -603,19 +610,10 @@ def test_bulk_build_equals_incremental_batches(
     (in a shuffled order) are byte for byte the table that random batches of incremental
     updates leave, with a detour through other values and deletes, and its root is
     core.roots's; the empty set has no rows."""
-    rng = random.Random(seed)
     items = list(entries.items())
-    rng.shuffle(items)
-    table: Table = {}
-    apply(table, hash_name, {k: value_of(2) for k, _ in items[: len(items) // 2]})
-    apply(table, hash_name, {k: None for k, _ in items[: len(items) // 3]})
-    rest = items
-    while rest:
-        cut = rng.randint(1, len(rest))
-        apply(table, hash_name, dict(rest[:cut]))
-        rest = rest[cut:]
+    random.Random(seed).shuffle(items)
     root, rows = built(hash_name, dict(items))
-    assert rows == table
+    assert rows == batched_table(hash_name, entries, seed)
     assert root == tree_of(hash_name, entries).root()
 
 
