@@ -67,7 +67,7 @@ def test_bulk_builds_give_the_incremental_rows(
                 mmr, smt = _rows(txn, "mmr"), _rows(txn, "smt")
                 built_smt = build_smt_rows(cx.hash_name, txn.get, memory_ids, edges)
             assert cx.hash_name == hash_name
-            assert len(journal) == cx.seq and memory_ids and len(edges) >= 5
+            assert len(journal) == cx.seq and memory_ids  # edges: none when all ends died
             assert list(build_mmr_rows(hash_name, journal)) == mmr
             assert built_smt == smt
         finally:

@@ -17,6 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import cortexgraph as cg
+from cortexgraph.core.codec import encode
 from cortexgraph.core.commitments import (
     build_mmr_rows,
     mmr_getter,
@@ -34,6 +35,8 @@ from cortexgraph.core.mmr import (
     mmr_root,
 )
 from cortexgraph.errors import CorruptionError
+from cortexgraph.store.env import LAYOUT_KEY
+from cortexgraph.store.txn import WriteTxn
 
 HASHES = st.sampled_from(["blake3", "sha256"])
 
@@ -55,6 +58,11 @@ def _incremental_table(hash_name: str, entries: list[bytes]) -> dict[bytes, byte
             assert isinstance(value, bytes)
             table[key] = value
     return table
+
+
+def _store_rows(cx: cg.Cortex) -> list[tuple[bytes, bytes]]:
+    with cx._env.read() as txn, txn.cursor("mmr") as cur:
+        return [(bytes(key), bytes(value)) for key, value in cur]
 
 
 def _getter(table: dict[bytes, bytes]):  # type: ignore[no-untyped-def]
@@ -166,12 +174,40 @@ def test_a_store_keeps_one_mmr_row_per_entry(tmp_path: Path) -> None:
                 batch.write(cg.Fact(text=f"fact number {i}"))
         cx.write(cg.Fact(text="one more"))
         assert cx.stats().tables["mmr"] == cx.seq == 38
+        rows = _store_rows(cx)
         with cx._env.read() as txn:
-            with txn.cursor("mmr") as cur:
-                rows = [(bytes(k), bytes(v)) for k, v in cur]
             entries = [bytes(txn.get("journal", (seq).to_bytes(8, "big"))) for seq in range(1, 39)]
         assert rows == list(build_mmr_rows(cx.hash_name, entries))
         mmr = MMR(cx.hash_name)
         for entry in entries:
             mmr.append(entry)
         assert cx.roots().mmr_root == mmr.root()
+
+
+def test_a_store_with_a_row_per_mmr_node_is_rebuilt_on_open(tmp_path: Path) -> None:
+    """A store of the previous layout (2: an ``mmr`` row per node, keyed by postorder
+    position) is refused read-only and rebuilt by its first writable open: then it has
+    one row per entry, the same MMR root and OverallRoot, and verifies."""
+    root = tmp_path / "s"
+    with cg.open(root, "agent", clock=cg.ManualClock(1_700_000_000_000)) as cx:
+        with cx.batch() as batch:
+            for i in range(11):
+                batch.write(cg.Fact(text=f"fact number {i}"))
+        manifest = cx.roots()
+        rows = _store_rows(cx)
+        nodes = b"".join(row for _, row in rows)  # the rows' nodes, in position order
+        assert len(nodes) == 32 * mmr_node_count(11)
+        old = [(pos.to_bytes(8, "big"), nodes[32 * pos : 32 * pos + 32]) for pos in range(19)]
+
+        def old_layout(txn: WriteTxn) -> None:
+            txn.drop("mmr")
+            txn.put_sorted("mmr", old)
+            txn.put("meta", LAYOUT_KEY, encode(2))
+
+        cx._env.write_small(old_layout)
+    with pytest.raises(cg.ReadOnlyError, match="layout 2"):
+        cg.open(root, "agent", readonly=True)
+    with cg.open(root, "agent") as cx:
+        assert cx.roots().same_roots(manifest)
+        assert _store_rows(cx) == rows
+    assert cg.verify(root, "agent").ok
