@@ -11,7 +11,7 @@ Two Merkle structures are maintained inside every write batch (derived, so J4 ap
                                                    t = the trailing one bits of i
 
   The parent of height ``k`` roots leaves ``(i - 2**k, i]``; its left child is the last
-  node of row ``i - 2**k``, which has exactly ``k - 1`` trailing ones. A reader of node
+  node of row ``i - 2**(k-1)``, which has exactly ``k - 1`` trailing ones. A reader of node
   position ``p`` takes ``(i, k) = core.mmr.mmr_node_origin(p)`` and slices node ``k`` out
   of row ``i`` (:func:`mmr_getter`). A row of any other length is ``CorruptionError``;
 - the SMT over the heads of all memories and over every edge (``smt`` table, chunk layout
