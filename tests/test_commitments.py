@@ -444,10 +444,12 @@ def test_sha256_stores_prove_too_and_commit_differently(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("hash_name", ["blake3", "sha256"])
 def test_mmr_mutations_write_what_mmr_append_computes(hash_name: str) -> None:
-    """``mmr_mutations`` (written out flat for the write path) gives exactly the nodes
-    ``core.roots.mmr_append`` gives, in the same order, for 70 appends; a missing or
-    malformed left sibling is ``CorruptionError``."""
+    """``mmr_mutations`` (written out flat for the write path) puts one row per entry,
+    keyed by leaf index, holding exactly the nodes ``core.mmr.mmr_append`` gives, in the
+    same order, for 70 appends; a missing or malformed left sibling row is
+    ``CorruptionError`` naming that row."""
     table: dict[bytes, bytes] = {}
+    nodes: list[bytes] = []  # the in-memory node list mmr_append reads
 
     def get(name: str, key: bytes) -> bytes | None:
         assert name == "mmr"
@@ -455,22 +457,18 @@ def test_mmr_mutations_write_what_mmr_append_computes(hash_name: str) -> None:
 
     for size in range(70):
         entry = b"entry %d" % size
-        expected = mmr_append(
-            hash_name,
-            lambda pos: table.get(pos.to_bytes(8, "big")),
-            size,
-            mmr_leaf_hash(hash_name, entry),
-        )
+        expected = mmr_append(hash_name, nodes.__getitem__, size, mmr_leaf_hash(hash_name, entry))
+        nodes.extend(node for _, node in expected)
         got = mmr_mutations(hash_name, get, size, entry)
-        assert got == [("mmr", pos.to_bytes(8, "big"), node) for pos, node in expected]
+        assert got == [("mmr", size.to_bytes(8, "big"), b"".join(n for _, n in expected))]
         table.update((key, value) for _, key, value in got if value is not None)
-    left = (2 * 69 - (69).bit_count() - 1).to_bytes(8, "big")  # leaf 69's left sibling
-    assert left in table
-    table[left] = b"short"
-    with pytest.raises(CorruptionError):
+    assert len(table) == 70
+    left = (68).to_bytes(8, "big")  # leaf 69 (0b1000101) needs the last node of row 68
+    table[left] = table[left] + b"x" * 32
+    with pytest.raises(CorruptionError, match=r"leaf 68 .* 64 bytes, not 32"):
         mmr_mutations(hash_name, get, 69, b"x")
     del table[left]
-    with pytest.raises(CorruptionError):
+    with pytest.raises(CorruptionError, match=r"leaf 68 .* missing"):
         mmr_mutations(hash_name, get, 69, b"x")
 
 

@@ -23,7 +23,7 @@ from cortexgraph.core import hashing
 from cortexgraph.core import smt_apply as smt_apply_module
 from cortexgraph.core import smt_store as smt_store_module
 from cortexgraph.core.smt import SparseMerkleTree, verify_smt
-from cortexgraph.core.smt_apply import smt_store_apply
+from cortexgraph.core.smt_apply import smt_store_apply, smt_store_build
 from cortexgraph.core.smt_store import (
     SMT_STORE_META_KEY,
     smt_store_check,
@@ -83,6 +83,22 @@ def table_of(hash_name: str, entries: Mapping[bytes, bytes]) -> Table:
     """The table one call builds from an empty store."""
     table: Table = {}
     apply(table, hash_name, entries)
+    return table
+
+
+def batched_table(hash_name: str, entries: Mapping[bytes, bytes], seed: int) -> Table:
+    """The table random batches reach ``entries`` with (in a shuffled order, with a
+    detour: half the keys inserted with another value first, a third deleted again)."""
+    rng = random.Random(seed)
+    items = list(entries.items())
+    rng.shuffle(items)
+    table: Table = {}
+    apply(table, hash_name, {k: value_of(1) for k, _ in items[: len(items) // 2]})
+    apply(table, hash_name, {k: None for k, _ in items[: len(items) // 3]})
+    while items:
+        cut = rng.randint(1, len(items))
+        apply(table, hash_name, dict(items[:cut]))
+        items = items[cut:]
     return table
 
 
@@ -180,16 +196,7 @@ def test_any_batching_gives_the_same_table(
     """S2 / J4: reaching the same set through random batch boundaries, a detour (keys
     inserted with other values and deleted again) and a reversed order gives the same rows,
     byte for byte, as one call."""
-    rng = random.Random(seed)
-    items = list(entries.items())
-    rng.shuffle(items)
-    table: Table = {}
-    apply(table, hash_name, {k: value_of(1) for k, _ in items[: len(items) // 2]})
-    apply(table, hash_name, {k: None for k, _ in items[: len(items) // 3]})
-    while items:
-        cut = rng.randint(1, len(items))
-        apply(table, hash_name, dict(items[:cut]))
-        items = items[cut:]
+    table = batched_table(hash_name, entries, seed)
     assert table == table_of(hash_name, entries)
     one_by_one: Table = {}
     for key in sorted(entries, reverse=True):
@@ -575,3 +582,82 @@ def test_bad_arguments_raise_validation_error() -> None:
     with pytest.raises(ValidationError):
         smt_store_prove("sha256", table.get, BASE[:31])
     assert table == {}
+
+
+# ------------------------------------------------------------------------ bulk build
+
+
+def built(hash_name: str, entries: Mapping[bytes, bytes]) -> tuple[bytes, Table]:
+    """``smt_store_build``'s root and rows, checking the rows come sorted by key."""
+    root, rows = smt_store_build(hash_name, entries.items())
+    assert [key for key, _ in rows] == sorted(key for key, _ in rows)
+    return root, dict(rows)
+
+
+@settings(FAST, max_examples=100)
+@given(
+    entries=st.dictionaries(KEYS, VALUES, max_size=60),
+    seed=st.integers(0, 2**32 - 1),
+    hash_name=st.sampled_from(["sha256", "blake3"]),
+)
+@example(entries={}, seed=0, hash_name="sha256")
+@example(entries={ZERO: BASE}, seed=0, hash_name="sha256")
+@example(entries={ZERO: BASE, near(ZERO, 255, ZERO): BASE}, seed=0, hash_name="sha256")
+def test_bulk_build_equals_incremental_batches(
+    entries: dict[bytes, bytes], seed: int, hash_name: str
+) -> None:
+    """S2 for the bulk build: the rows ``smt_store_build`` gives from the final set alone
+    (in a shuffled order) are byte for byte the table that random batches of incremental
+    updates leave, with a detour through other values and deletes, and its root is
+    core.roots's; the empty set has no rows."""
+    items = list(entries.items())
+    random.Random(seed).shuffle(items)
+    root, rows = built(hash_name, dict(items))
+    assert rows == batched_table(hash_name, entries, seed)
+    assert root == tree_of(hash_name, entries).root()
+
+
+@pytest.mark.parametrize("size", [100, 4000])
+def test_bulk_build_of_full_top_chunks(size: int) -> None:
+    """S2 where chunks hold many keys (their slot ranges are found by bisection): the bulk
+    build of 100 and 4,000 keys equals the table one incremental call builds, and the
+    whole-table check accepts it."""
+    entries = {key_of(i): value_of(i) for i in range(size)}
+    root, rows = built("blake3", entries)
+    assert rows == table_of("blake3", entries)
+    assert smt_store_check("blake3", rows.get) == len(rows)
+    assert root == smt_store_root(rows.get)
+
+
+@pytest.mark.parametrize("hash_name", ["sha256", "blake3"])
+def test_bulk_build_known_answer_vectors(hash_name: str) -> None:
+    """S1/S3 for the bulk build: its rows reproduce every root and proof of
+    fixtures/vectors/smt_<hash>.json."""
+    vectors = json.loads((VECTORS / f"smt_{hash_name}.json").read_text("utf-8"))
+    for case in vectors["cases"]:
+        entries = {bytes.fromhex(k): bytes.fromhex(v) for k, v in case["entries"]}
+        root, rows = built(hash_name, entries)
+        assert root.hex() == case["root"] == smt_store_root(rows.get).hex(), case["name"]
+        for p in case["proofs"]:
+            key = bytes.fromhex(p["key"])
+            assert smt_store_prove(hash_name, rows.get, key).hex() == p["proof"], case["name"]
+
+
+def test_bulk_build_bad_arguments_raise_validation_error() -> None:
+    """Keys and value hashes of the wrong type or length, a missing value hash, a key
+    given twice and an unknown hash name raise ValidationError naming what is wrong."""
+    cases: list[tuple[list[Any], str]] = [
+        ([(b"short", ZERO)], "key"),
+        ([(BASE, b"short")], "value_hash"),
+        ([("k" * 32, ZERO)], "key"),
+        ([(BASE, None)], "value_hash"),
+        ([(BASE, ZERO), (ONES, ZERO), (BASE, ONES)], "key"),
+    ]
+    for items, field in cases:
+        with pytest.raises(ValidationError) as info:
+            smt_store_build("sha256", items)
+        assert info.value.field == field, items
+    with pytest.raises(ValidationError, match="given twice"):
+        smt_store_build("sha256", [(BASE, ZERO), (BASE, ZERO)])
+    with pytest.raises(ValidationError):
+        smt_store_build("md5", [(BASE, ZERO)])

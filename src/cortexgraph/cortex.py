@@ -24,7 +24,6 @@ from .core.forms import TokenEstimator
 from .core.graph import check_traversal
 from .core.hashing import hash_function
 from .core.journal import Entry, decode_entry
-from .core.mmr import mmr_node_count
 from .core.predicates import Predicate
 from .core.salience import FACTOR_NAMES, PPM, cold_score
 from .core.signals import max_in_degree, memory_factors, read_access, read_in_degree, read_weights
@@ -731,7 +730,7 @@ class Cortex:
                     by_status[head.status] += 1
             seq = txn.last_seq()
             # no root while the derived tables are dropped (until a rebuild fills them)
-            built = tables["mmr"] == mmr_node_count(seq)
+            built = tables["mmr"] == seq  # one row per entry
             root = roots(self.hash_name, txn.get, seq)[2] if built else None
         return Stats(
             seq=seq,

@@ -37,10 +37,9 @@ from typing import Any
 import attrs
 
 from .core.codec import encode
-from .core.commitments import SnapshotManifest, manifest_for, roots
+from .core.commitments import SnapshotManifest, manifest_for, mmr_key, roots
 from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key, seq_key
-from .core.mmr import mmr_leaf_position, mmr_node_count
 from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
 from .handle import Handle, open_handle
@@ -555,7 +554,7 @@ class _Verifier:
 
     def check_tail(self) -> None:
         """The store must not have committed entries beyond the journal's last seq."""
-        beyond = self.original.get("mmr", _u64(mmr_node_count(self.total)))
+        beyond = self.original.get("mmr", mmr_key(self.total))  # the row of seq total + 1
         if beyond is not None:
             self.bad(
                 self.total + 1,
@@ -566,8 +565,8 @@ class _Verifier:
     def check_leaf(self, seq: int, data: bytes, leaf: bytes) -> None:
         """The entry must hash to the MMR leaf the original committed for its seq
         (``leaf``, which the replay just computed)."""
-        stored = self.original.get("mmr", _u64(mmr_leaf_position(seq - 1)))
-        if stored != leaf and self.first_bad is None:
+        stored = self.original.get("mmr", mmr_key(seq - 1))  # the leaf, then its parents
+        if (stored is None or stored[:32] != leaf) and self.first_bad is None:
             self.bad(
                 seq,
                 f"journal entry {seq} differs from what the store committed"
@@ -635,6 +634,3 @@ def _first_difference(
                 return bytes(key).hex()
     return None
 
-
-def _u64(value: int) -> bytes:
-    return value.to_bytes(8, "big")

@@ -56,11 +56,11 @@ class EntryWriter:
         if append:
             txn.append_entry(entry.seq, data)
         txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted))
-        nodes = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
-        txn.apply_mutations(nodes)
+        row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
+        txn.apply_mutations(row)
         self.dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
         self.dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
-        leaf: bytes = nodes[0][2]  # type: ignore[assignment]  # the leaf is a put
+        leaf: bytes = row[0][2][:32]  # type: ignore[index]  # a put: the leaf comes first
         return leaf
 
     @property

@@ -3,7 +3,17 @@
 Two Merkle structures are maintained inside every write batch (derived, so J4 applies):
 
 - the MMR over journal entries (``mmr`` table): leaf ``i`` is ``H(0x00 | entry bytes)`` of
-  the entry at seq ``i + 1``; node positions are ``u64be`` keys (``core.roots`` postorder);
+  the entry at seq ``i + 1``. The table holds one row per entry, the nodes that appending
+  its leaf writes (``core.mmr``), and nothing else::
+
+      key    u64be(i)                      the leaf index, seq - 1
+      value  leaf | parent 1 | ... | parent t      32 bytes each, lowest first, where
+                                                   t = the trailing one bits of i
+
+  The parent of height ``k`` roots leaves ``(i - 2**k, i]``; its left child is the last
+  node of row ``i - 2**(k-1)``, which has exactly ``k - 1`` trailing ones. A reader of node
+  position ``p`` takes ``(i, k) = core.mmr.mmr_node_origin(p)`` and slices node ``k`` out
+  of row ``i`` (:func:`mmr_getter`). A row of any other length is ``CorruptionError``;
 - the SMT over the heads of all memories and over every edge (``smt`` table, chunk layout
   in ``core.smt_store``). A memory's key is ``smt_key(ns, id)``, its value the *head
   commitment*
@@ -21,9 +31,10 @@ Two Merkle structures are maintained inside every write batch (derived, so J4 ap
 
 Invariants:
 
-- M9 after every committed batch, the ``mmr`` table holds exactly the nodes of the MMR of
-  all journal entries, and the ``smt`` table exactly the SMT of the head commitments of all
-  memories (both functions of the journal: rebuild == incremental).
+- M9 after every committed batch, the ``mmr`` table holds exactly one row per journal
+  entry, the nodes of the MMR of all journal entries, and the ``smt`` table exactly the
+  SMT of the head commitments of all memories (both functions of the journal: rebuild ==
+  incremental, and :func:`build_mmr_rows` == the rows of :func:`mmr_mutations`).
 - M10 a :class:`SnapshotManifest` stored at seq ``s`` equals the manifest a rebuild computes
   at seq ``s``; ``replay.verify`` checks every stored one.
 - M11 :func:`verify_memory_proof` never raises; it accepts a proof only if the head record,
@@ -33,7 +44,7 @@ Invariants:
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
@@ -43,10 +54,16 @@ from .codec import as_map, decode, encode
 from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts
 from .journal import Entry, Identity, Mutation, decode_entry
 from .journal import memory_id as make_memory_id
-from .mmr import mmr_inclusion_proof, mmr_leaf_hash, mmr_root, verify_inclusion
+from .mmr import (
+    mmr_inclusion_proof,
+    mmr_leaf_hash,
+    mmr_node_origin,
+    mmr_root,
+    verify_inclusion,
+)
 from .roots import overall_root
 from .smt import EMPTY_SMT_ROOT, smt_key, verify_smt
-from .smt_apply import smt_store_apply
+from .smt_apply import smt_store_apply, smt_store_build
 from .smt_store import smt_store_prove, smt_store_root
 from .state import HeadState, VersionState
 from .uri import MemoryURI
@@ -56,6 +73,8 @@ __all__ = [
     "MemoryProof",
     "SnapshotManifest",
     "build_memory_proof",
+    "build_mmr_rows",
+    "build_smt_rows",
     "edge_commitment",
     "edge_smt_key",
     "empty_roots",
@@ -64,6 +83,7 @@ __all__ = [
     "mmr_getter",
     "mmr_key",
     "mmr_mutations",
+    "mmr_row",
     "roots",
     "smt_getter",
     "smt_mutations",
@@ -87,9 +107,9 @@ _EDGE_DOMAIN = b"cortexgraph/edge/v1"
 Get = Callable[[str, bytes], "bytes | None"]
 
 
-def mmr_key(position: int) -> bytes:
-    """The ``mmr`` table key of a node position."""
-    return _U64.pack(position)
+def mmr_key(index: int) -> bytes:
+    """The ``mmr`` table key of the row of leaf ``index`` (the entry at seq ``index + 1``)."""
+    return _U64.pack(index)
 
 
 def head_commitment(hash_name: str, head: bytes, version: bytes) -> bytes:
@@ -97,21 +117,52 @@ def head_commitment(hash_name: str, head: bytes, version: bytes) -> bytes:
     return hash_parts(hash_name, _HEAD_DOMAIN, _U32.pack(len(head)), head, version)
 
 
+def mmr_row(index: int, row: object) -> bytes:
+    """Return the ``mmr`` row of leaf ``index`` as bytes, checked for its length.
+
+    Raises:
+        CorruptionError: the row is not ``32 * (1 + trailing one bits of index)`` bytes.
+    """
+    if type(row) is not bytes:
+        row = bytes(row) if isinstance(row, bytearray | memoryview) else b""
+    nodes = (~index & (index + 1)).bit_length()  # 1 + the trailing one bits of index
+    if len(row) != DIGEST_SIZE * nodes:
+        raise CorruptionError(
+            f"mmr row of leaf {index} (seq {index + 1}) is {len(row)} bytes,"
+            f" not {DIGEST_SIZE * nodes} ({nodes} nodes)",
+            table="mmr",
+            operation="get",
+        )
+    return row
+
+
 def mmr_getter(get: Get) -> Callable[[int], bytes | None]:
-    """The ``mmr`` table as ``position -> node hash`` (what the MMR math reads)."""
-    return lambda position: get("mmr", _U64.pack(position))
+    """The ``mmr`` table as ``position -> node hash`` (what the MMR math reads): the node
+    is sliced out of the row of the leaf whose append wrote it (``None`` if no such row).
 
+    Raises (from the returned function):
+        CorruptionError: that row has the wrong length (:func:`mmr_row`).
+    """
 
-def smt_getter(get: Get) -> Callable[[bytes], bytes | None]:
-    """The ``smt`` table as ``key -> row`` (what the SMT store reads)."""
-    return lambda key: get("smt", key)
+    def node(position: int) -> bytes | None:
+        index, height = mmr_node_origin(position)
+        row = get("mmr", _U64.pack(index))
+        if row is None:
+            return None
+        at = DIGEST_SIZE * height
+        return mmr_row(index, row)[at : at + DIGEST_SIZE]
+
+    return node
 
 
 def mmr_mutations(hash_name: str, get: Get, size: int, entry_bytes: bytes) -> list[Mutation]:
-    """The ``mmr`` nodes that appending the entry at seq ``size + 1`` writes.
+    """The ``mmr`` row that appending the entry at seq ``size + 1`` writes: one put, of
+    the leaf ``H(0x00 | entry)`` followed by the parents it completes, lowest first
+    (:func:`~cortexgraph.core.mmr.mmr_append` written out flat: this runs per entry).
 
-    The leaf ``H(0x00 | entry)`` first, then the parents it completes, in position order
-    (:func:`~cortexgraph.core.roots.mmr_append` written out flat: this runs per entry).
+    Raises:
+        ValidationError: ``size`` is not a non-negative int.
+        CorruptionError: a row holding a left sibling is missing or has the wrong length.
     """
     h = hash_function(hash_name)
     if type(entry_bytes) is not bytes:
@@ -119,28 +170,56 @@ def mmr_mutations(hash_name: str, get: Get, size: int, entry_bytes: bytes) -> li
     if type(size) is not int or size < 0:
         raise ValidationError(f"expected a non-negative size, got {size!r}", field="size")
     cur = h(_MMR_LEAF + entry_bytes)
-    pos = 2 * size - size.bit_count()
+    nodes = [cur]
     pack = _U64.pack
-    out: list[Mutation] = [("mmr", pack(pos), cur)]
     step = 1  # 2**height of the subtree ``cur`` roots
-    while size & 1:  # each trailing one bit of the leaf index completes one parent
-        left = get("mmr", pack(pos + 1 - 2 * step))
-        if type(left) is not bytes or len(left) != DIGEST_SIZE:
-            left = _mmr_node(left, pos + 1 - 2 * step)
-        cur = h(_MMR_NODE + left + cur)
-        pos += 1
-        out.append(("mmr", pack(pos), cur))
-        size >>= 1
+    n = size
+    while n & 1:  # each trailing one bit of the leaf index completes one parent
+        # The left sibling roots leaves (size - 2 * step, size - step]: it is the last
+        # (highest) node of the row of leaf size - step.
+        index = size - step
+        left = get("mmr", pack(index))
+        if type(left) is not bytes or len(left) != DIGEST_SIZE * len(nodes):
+            if left is None:
+                raise CorruptionError(
+                    f"mmr row of leaf {index} (seq {index + 1}) is missing",
+                    table="mmr",
+                    operation="get",
+                )
+            left = mmr_row(index, left)
+        cur = h(_MMR_NODE + left[-DIGEST_SIZE:] + cur)
+        nodes.append(cur)
+        n >>= 1
         step <<= 1
-    return out
+    return [("mmr", pack(size), b"".join(nodes))]
 
 
-def _mmr_node(node: object, pos: int) -> bytes:
-    if isinstance(node, bytearray | memoryview):
-        node = bytes(node)
-    if type(node) is not bytes or len(node) != DIGEST_SIZE:
-        raise CorruptionError(f"MMR node {pos} is missing or not {DIGEST_SIZE} bytes")
-    return node
+def build_mmr_rows(hash_name: str, entries: Iterable[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """The ``mmr`` rows of a whole journal, in key order, in one pass: for the entry bytes
+    of seq 1, 2, ..., the ``(key, row)`` pairs that :func:`mmr_mutations` writes one entry
+    at a time, byte for byte. Each row's first 32 bytes are its entry's leaf hash.
+
+    Nothing is read back: the left siblings a row needs are the peaks of the MMR so far,
+    kept on a stack (at most 64 hashes).
+    """
+    h = hash_function(hash_name)
+    pack = _U64.pack
+    peaks: list[bytes] = []  # the peaks of the MMR so far, highest first
+    for index, data in enumerate(entries):
+        cur = h(_MMR_LEAF + data)
+        row = cur
+        n = index
+        while n & 1:
+            cur = h(_MMR_NODE + peaks.pop() + cur)
+            row += cur
+            n >>= 1
+        peaks.append(cur)
+        yield pack(index), row
+
+
+def smt_getter(get: Get) -> Callable[[bytes], bytes | None]:
+    """The ``smt`` table as ``key -> row`` (what the SMT store reads)."""
+    return lambda key: get("smt", key)
 
 
 def smt_mutations(
@@ -155,6 +234,36 @@ def smt_mutations(
     ``get`` must already see the batch's ``heads``, ``versions`` and ``edges`` writes. A
     removed edge's leaf is removed.
     """
+    updates = _smt_leaves(hash_name, get, memory_ids, edges)
+    if not updates:
+        return []
+    _, writes = smt_store_apply(hash_name, smt_getter(get), updates)
+    return [("smt", key, value) for key, value in sorted(writes.items())]
+
+
+def build_smt_rows(
+    hash_name: str, get: Get, memory_ids: Iterable[bytes], edges: Iterable[bytes] = ()
+) -> list[tuple[bytes, bytes]]:
+    """Every ``smt`` row of a store whose memories are ``memory_ids`` and whose edges
+    have the out-keys ``edges``, built bottom-up in one pass
+    (:func:`~cortexgraph.core.smt_apply.smt_store_build`), sorted by row key.
+
+    For a rebuild: ``get`` sees the final ``heads``, ``versions`` and ``edges`` tables,
+    and the rows equal, byte for byte, what :func:`smt_mutations` leaves after any
+    batching of the same journal (S2). An out-key without an edge record has no leaf.
+
+    Raises:
+        CorruptionError: a memory has no head record or no head version record.
+    """
+    updates = _smt_leaves(hash_name, get, memory_ids, edges)
+    leaves = [(key, value) for key, value in updates.items() if value is not None]
+    return smt_store_build(hash_name, leaves)[1]
+
+
+def _smt_leaves(
+    hash_name: str, get: Get, memory_ids: Iterable[bytes], edges: Iterable[bytes]
+) -> dict[bytes, bytes | None]:
+    """The SMT key and value of each memory and each edge (``None``: the edge is gone)."""
     h = hash_function(hash_name)
     updates: dict[bytes, bytes | None] = {}
     unpack = _HEAD_PREFIX.unpack_from
@@ -180,10 +289,7 @@ def smt_mutations(
         updates[edge_smt_key(hash_name, out_key)] = (
             None if record is None else edge_commitment(hash_name, record)
         )
-    if not updates:
-        return []
-    _, writes = smt_store_apply(hash_name, smt_getter(get), updates)
-    return [("smt", key, value) for key, value in sorted(writes.items())]
+    return updates
 
 
 def edge_smt_key(hash_name: str, out_key: bytes) -> bytes:

@@ -24,7 +24,11 @@ appending creates them; ``size`` always counts *leaves*::
       over leaves [s, s + 2**h)    (s a multiple of 2**h)
 
 Appending leaf ``n`` writes its hash at ``mmr_node_count(n)`` and then one parent per
-trailing one bit of ``n`` (leaf 3 completes nodes 5 and 6 above). The peaks of a tree of
+trailing one bit of ``n`` (leaf 3 completes nodes 5 and 6 above): the node of height ``h``
+that appending leaf ``n`` writes roots the leaves ``(n - 2**h, n]``. Conversely
+:func:`mmr_node_origin` maps a position to the leaf whose append wrote it and the node's
+height (position 5: leaf 3, height 1), which is how a store that keeps one row per leaf
+(the leaf hash, then the parents its append completes) finds a node. The peaks of a tree of
 ``n`` leaves are the perfect subtrees of the binary decomposition of ``n``, highest first
 (``n = 7``: nodes 6, 9, 10). The root bags them right to left::
 
@@ -88,6 +92,28 @@ def _is_proof(value: object, max_len: int) -> bool:
 def mmr_node_count(size: int) -> int:
     """Return how many MMR nodes are stored for ``size`` leaves (``2*size - popcount``)."""
     return 2 * size - size.bit_count()
+
+
+def mmr_node_origin(position: int) -> tuple[int, int]:
+    """Return ``(index, height)``: the leaf whose append writes the node at ``position``,
+    and the node's height (0 for the leaf itself), so the node is the ``height``-th one
+    :func:`mmr_append` returns for leaf ``index``. ``index`` has at least ``height``
+    trailing one bits.
+
+    Arithmetic, O(log position): it descends the perfect trees that hold ``position`` in
+    postorder (left half, right half, root), taking only the steps into a right half.
+    """
+    base = 0  # the first leaf of the perfect subtree being descended
+    while position:
+        # the smallest perfect tree starting at ``base`` that holds ``position``: it has
+        # 2**(height+1) - 1 nodes, and ``position`` is past its left half
+        height = (position + 1).bit_length() - 1
+        half = (1 << height) - 1  # the nodes of each half, and the root's offset in leaves
+        if position >= 2 * half:  # the tree's root: its last leaf's append completes it
+            return base + half, height
+        position -= half  # into the right half
+        base += 1 << (height - 1)
+    return base, 0
 
 
 def mmr_leaf_position(index: int) -> int:

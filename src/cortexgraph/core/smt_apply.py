@@ -1,8 +1,10 @@
 """The bulk update of the chunked SMT store of :mod:`cortexgraph.core.smt_store`.
 
 That module owns the layout (row keys, chunks, the meta row) and the reads; this one
-owns :func:`smt_store_apply`, which turns a batch of key updates into the rows to write.
-It is pure like the layout: rows are read through ``get`` and the writes are returned.
+owns :func:`smt_store_apply`, which turns a batch of key updates into the rows to write,
+and :func:`smt_store_build`, which builds every row of a tree from its key/value set
+alone (a rebuild). Both are pure like the layout: rows are read through ``get`` and the
+writes are returned.
 
 How it works
 ============
@@ -33,6 +35,12 @@ from the two bitmaps by word-wide bit operations and popcounts
 - any other chunk with several changed slots is read once into per-node lists, the nodes
   above the changed slots are rehashed children first, and the chunk is written out whole.
 
+The bulk build sorts the keys once and builds each chunk once, children first: a chunk
+finds its slots' key ranges (by bisection when it holds many keys), recurses into the
+slots holding two or more keys (two keys take the direct path above), and hashes its four
+levels over the occupied nodes only. It reads nothing. By S2 its rows are the rows any
+sequence of :func:`smt_store_apply` calls leaves for the same final set.
+
 Invariants
 ==========
 
@@ -41,7 +49,8 @@ S1, S3 and S5 (the root, the proofs, the rows' consistency) are stated in
 
 S2  The table is a function of the key/value set only: whatever the batches, their order
     or their no-ops, the rows (keys and bytes) equal those of one call that inserts the
-    final set into an empty table. The empty set has no rows. This is what J4 needs.
+    final set into an empty table, and those :func:`smt_store_build` gives for that set.
+    The empty set has no rows. This is what J4 needs.
 S4  Cost of one :func:`smt_store_apply` call: one read of the meta row and of each chunk
     on the union of the updated keys' paths, at most one write or delete per row read
     (plus the rows of newly built chunks), nothing at all when no value changes; hash
@@ -55,7 +64,8 @@ S6  ``get`` is read as of before the call: no row is read after the call decides
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, HashFunction, hash_function
@@ -86,7 +96,7 @@ from .smt_store import (
     slot_state,
 )
 
-__all__ = ["smt_store_apply"]
+__all__ = ["smt_store_apply", "smt_store_build"]
 
 _ZERO = EMPTY_SMT_ROOT
 _U64_MAX = (1 << 64) - 1
@@ -564,3 +574,148 @@ def smt_store_apply(
     root = new[1]
     writes[SMT_STORE_META_KEY] = root + count.to_bytes(8, "big")
     return root, writes
+
+
+# ---------------------------------------------------------------------------- bulk build
+
+# Above this many keys, a chunk finds where its slots start by bisection, not by a scan.
+_BISECT_FROM = 48
+
+
+class _Build:
+    """The chunks of a whole tree, bottom-up from its sorted keys (:func:`smt_store_build`)."""
+
+    __slots__ = ("h", "keys", "pairs", "values", "writes")
+
+    def __init__(self, h: HashFunction, keys: list[bytes], values: list[bytes]) -> None:
+        self.h = h
+        self.keys = keys
+        self.values = values
+        # the two-key subtrees are written by the incremental path's direct builder
+        self.pairs = _Apply(h, lambda row: None, [])
+        self.writes = self.pairs.writes
+
+    def chunk(self, depth: int, lo: int, hi: int) -> bytes:
+        """Write the chunk at ``depth`` holding ``keys[lo:hi]`` (two or more keys, all
+        below one ``depth``-bit prefix) and those below it; return its hash (node 1)."""
+        keys, values, h = self.keys, self.values, self.h
+        byte = depth >> 3
+        shift = 4 - (depth & 4)
+        children = leaves = 0
+        payload: list[bytes] = []  # the slots' bytes, in slot order
+        # node -> (hash, b"") for a node over two or more keys, (b"", key | value) for one
+        level: dict[int, tuple[bytes, bytes]] = {}
+        i = lo
+        while i < hi:
+            slot = keys[i][byte] >> shift & 0xF
+            if hi - i > _BISECT_FROM and slot < 15:
+                # the first key past this slot: the chunk's prefix, then nibble slot + 1
+                first = keys[i]
+                high = first[byte] & 0xF0 if shift == 0 else 0  # the prefix's bits of byte
+                bound = first[:byte] + bytes((high | (slot + 1) << shift,))
+                j = bisect_left(keys, bound, i + 1, hi)
+            else:
+                j = i + 1
+                while j < hi and keys[j][byte] >> shift & 0xF == slot:
+                    j += 1
+            bit = 0x8000 >> slot
+            if j - i == 1:
+                leaf = keys[i] + values[i]
+                leaves |= bit
+                payload.append(leaf)
+                level[16 + slot] = (b"", leaf)
+            else:
+                if j - i == 2:
+                    child = self.pairs.pair(
+                        depth + 4, keys[i], values[i], keys[i + 1], values[i + 1]
+                    )[1]
+                else:
+                    child = self.chunk(depth + 4, i, j)
+                children |= bit
+                payload.append(child)
+                level[16 + slot] = (child, b"")
+            i = j
+        # Hash up the four levels over the occupied nodes only: a lone leaf moves up past
+        # an empty sibling, anything else becomes an inner node, cached in the chunk.
+        inner: list[list[bytes]] = []  # the inner hashes of each level, deepest first
+        for _ in range(4):
+            hashes: list[bytes] = []  # in node order: the order a chunk stores them
+            up: dict[int, tuple[bytes, bytes]] = {}
+            for node, (digest, leaf) in level.items():
+                parent = node >> 1
+                if parent in up:  # done with its left sibling
+                    continue
+                other = level.get(node ^ 1) if not node & 1 else None
+                if other is None:
+                    if leaf:
+                        up[parent] = (b"", leaf)
+                        continue
+                    digest = h(NODE + (_ZERO + digest if node & 1 else digest + _ZERO))
+                else:
+                    right = other[0] or h(LEAF + other[1])
+                    digest = h(NODE + (digest or h(LEAF + leaf)) + right)
+                up[parent] = (digest, b"")
+                hashes.append(digest)
+            inner.append(hashes)
+            level = up
+        header = (children << 16 | leaves).to_bytes(HEADER_SIZE, "big")
+        self.writes[chunk_key(depth, keys[lo])] = b"".join(
+            [header, *inner[3], *inner[2], *inner[1], *inner[0], *payload]
+        )
+        return inner[3][0]  # node 1: the chunk holds two or more keys
+
+
+def smt_store_build(
+    hash_name: str, items: Iterable[tuple[bytes, bytes]]
+) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    """Build the rows of the tree holding ``items`` from nothing, bottom-up.
+
+    The keys are sorted once and each chunk is built once from its slots (no per-key
+    update, no reads), so this is what a rebuild of the whole table calls. By S2 the
+    rows are exactly those any sequence of :func:`smt_store_apply` calls leaves for the
+    same final key/value set.
+
+    Args:
+        hash_name: the environment's hash.
+        items: ``(key, value_hash)`` pairs, 32 bytes each, in any order, keys distinct.
+
+    Returns:
+        ``(root, rows)``: the root (EMPTY for no items) and every row of the table as
+        ``(row_key, value)``, sorted by row key (the meta row last), ready to append.
+
+    Raises:
+        ValidationError: an unknown hash, a key or value hash of the wrong type or length,
+            or a key given twice.
+    """
+    h = hash_function(hash_name)
+    pairs: list[tuple[bytes, bytes]] = []
+    for key, value in items:
+        if type(key) is not bytes or len(key) != SMT_KEY_SIZE:
+            key = require_key(key)
+        if type(value) is not bytes or len(value) != DIGEST_SIZE:
+            checked = _require_value(value)
+            if checked is None:
+                raise ValidationError(f"key {key.hex()} has no value hash", field="value_hash")
+            value = checked
+        pairs.append((key, value))
+    by_key = dict(pairs)
+    if len(by_key) != len(pairs):
+        seen: set[bytes] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValidationError(f"key {key.hex()} is given twice", field="key")
+            seen.add(key)
+    keys = sorted(by_key)  # sorting the keys alone is faster than sorting the pairs
+    values = [by_key[key] for key in keys]
+    count = len(keys)
+    if count == 0:
+        return _ZERO, []
+    if count == 1:
+        root = h(LEAF + keys[0] + values[0])
+        return root, [(SMT_STORE_META_KEY, root + (1).to_bytes(8, "big") + keys[0] + values[0])]
+    run = _Build(h, keys, values)
+    root = run.chunk(0, 0, count)
+    # the builders only put rows (a delete needs a row read first, and nothing is read)
+    rows = [(row, value) for row, value in sorted(run.writes.items()) if value is not None]
+    rows.append((SMT_STORE_META_KEY, root + count.to_bytes(8, "big")))
+    return root, rows
