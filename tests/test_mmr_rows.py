@@ -18,7 +18,6 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 import cortexgraph as cg
-from cortexgraph.core.codec import encode
 from cortexgraph.core.commitments import (
     build_mmr_rows,
     mmr_getter,
@@ -185,9 +184,10 @@ def test_a_store_keeps_one_mmr_row_per_entry(tmp_path: Path) -> None:
 
 
 def test_a_store_with_a_row_per_mmr_node_is_rebuilt_on_open(tmp_path: Path) -> None:
-    """A store of the previous layout (2: an ``mmr`` row per node, keyed by postorder
-    position) is refused read-only and rebuilt by its first writable open: then it has
-    one row per entry, the same MMR root and OverallRoot, and verifies."""
+    """A store of the previous release's layout (an ``mmr`` row per node, keyed by
+    postorder position, and no layout record) is refused read-only and rebuilt by its
+    first writable open: then it has one row per entry, the same MMR root and
+    OverallRoot, and verifies."""
     root = tmp_path / "s"
     with cg.open(root, "agent", clock=cg.ManualClock(1_700_000_000_000)) as cx:
         with cx.batch() as batch:
@@ -202,10 +202,10 @@ def test_a_store_with_a_row_per_mmr_node_is_rebuilt_on_open(tmp_path: Path) -> N
         def old_layout(txn: WriteTxn) -> None:
             txn.drop("mmr")
             txn.put_sorted("mmr", old)
-            txn.put("meta", LAYOUT_KEY, encode(2))
+            txn.delete("meta", LAYOUT_KEY)
 
         cx._env.write_small(old_layout)
-    with pytest.raises(cg.ReadOnlyError, match="layout 2"):
+    with pytest.raises(cg.ReadOnlyError, match="layout 1"):
         cg.open(root, "agent", readonly=True)
     with cg.open(root, "agent") as cx:
         assert cx.roots().same_roots(manifest)

@@ -37,7 +37,8 @@ from typing import Any
 import attrs
 
 from .core.codec import encode
-from .core.commitments import SnapshotManifest, manifest_for, mmr_key, roots
+from .core.commitments import SnapshotManifest, build_smt_rows, manifest_for, mmr_key, roots
+from .core.graph import OUT
 from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key, seq_key
 from .core.uri import check_name
@@ -137,6 +138,7 @@ def _replay(
     on_entry: Callable[[int, bytes, bytes], None] | None = None,
     checkpoints: Iterable[int] = (),
     on_checkpoint: Callable[[int], None] | None = None,
+    bulk_smt: bool = False,
 ) -> int:
     """Apply ``entries`` (seq, bytes) in order onto the derived state in ``txn``.
 
@@ -144,11 +146,17 @@ def _replay(
     entries must start at ``after + 1``. Returns the seq of the last entry applied. Raises
     ``CorruptionError`` naming the seq of the first entry that cannot be decoded or
     applied. ``on_entry(seq, bytes, mmr leaf hash)`` is called after each entry.
+
+    ``bulk_smt`` (a whole journal into empty tables): unless a checkpoint needs the SMT on
+    the way, it is built once at the end, bottom-up from every memory and edge
+    (:func:`~cortexgraph.core.commitments.build_smt_rows`), instead of updated in stretches;
+    the rows are the same (S2).
     """
     writer = EntryWriter(identity)
     stops = sorted(set(checkpoints))
     stop_at = 0
     size = after
+    flush_every = _SMT_FLUSH if not bulk_smt or stops else None
     for seq, data in entries:
         if seq != size + 1:
             raise ReplayError(size + 1, f"journal entry {size + 1} is missing (next is {seq})")
@@ -166,7 +174,7 @@ def _replay(
         if on_entry is not None:
             on_entry(seq, data, leaf)
         at_stop = stop_at < len(stops) and stops[stop_at] == seq
-        if at_stop or writer.pending >= _SMT_FLUSH:
+        if at_stop or (flush_every is not None and writer.pending >= flush_every):
             writer.flush(txn)
         if at_stop:
             stop_at += 1
@@ -174,6 +182,13 @@ def _replay(
                 on_checkpoint(seq)
         if progress is not None and seq % _PROGRESS_EVERY == 0:
             progress(seq, total)
+    if flush_every is None and isinstance(txn, MemTxn):
+        memories = list(txn.tables["heads"])
+        edges = [key for key in txn.tables["edges"] if key[:1] == OUT]
+        rows = build_smt_rows(identity.hash_name, txn.get, memories, edges)
+        txn.apply_mutations([("smt", key, row) for key, row in rows])
+        writer.dirty.clear()
+        writer.dirty_edges.clear()
     writer.flush(txn)
     if progress is not None:
         progress(size, total)
@@ -259,6 +274,7 @@ def replay_in_memory(
         on_entry=on_entry,
         checkpoints=checkpoints,
         on_checkpoint=None if on_checkpoint is None else lambda seq: on_checkpoint(tables, seq),
+        bulk_smt=True,
     )
     return tables
 

@@ -106,9 +106,10 @@ SCHEMA = 1
 #: The layout of the derived tables: what a rebuild writes (``meta`` ``b"layout"``). A
 #: store that records an older one (or none while its journal has entries: a store made
 #: before layouts were recorded) is rebuilt from its journal on its first writable open.
-#: 1: with an ``idx`` table; 2: without it; 3: the ``mmr`` table at one row per entry
-#: (it had a row per node, keyed by position).
-DERIVED_LAYOUT = 3
+#: 1: the releases that recorded none (an ``idx`` table, an ``mmr`` row per node, a
+#: keyword row per term and memory); 2: no ``idx``, an ``mmr`` row per entry, keyword
+#: segments.
+DERIVED_LAYOUT = 2
 #: Tables of earlier layouts that this one no longer has; a rebuild deletes them.
 LEGACY_TABLES = ("idx",)
 LAYOUT_KEY = b"layout"
