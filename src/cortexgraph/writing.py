@@ -1,4 +1,5 @@
-"""The write sequence, written once: journal append -> ``core.journal.apply`` -> MMR -> SMT.
+"""The write sequence, written once: journal append -> ``core.journal.apply`` -> MMR ->
+keyword segments -> SMT.
 
 A :class:`Batch <cortexgraph.batch.Batch>` and a replay (``replay.rebuild``,
 ``replay.verify``) both run every entry through :class:`EntryWriter`, so the derived state
@@ -7,33 +8,59 @@ a write leaves is the state a replay of its journal leaves (J4).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import numpy as np
+
 from .core.commitments import mmr_mutations, smt_mutations
 from .core.journal import Entry, Identity, apply, edge_keys, head_ids
+from .core.postings import KeywordChange
+from .core.segments import (
+    FANOUT,
+    PREFIX_SIZE,
+    SEGMENT,
+    STATS,
+    Postings,
+    decode_block,
+    decode_stats,
+    encode_stats,
+    merge_level,
+    range_first,
+    segment_blocks,
+    segment_of_key,
+    segment_prefix,
+    span,
+)
+from .core.signals import attrs_key, index_seq_of
+from .errors import CorruptionError
 from .store.txn import WriteTxn
 
-__all__ = ["EntryWriter"]
+__all__ = ["EntryWriter", "KeywordSegments"]
 
 
 class EntryWriter:
     """Applies journal entries to a write transaction, and the SMT changes they imply.
 
     :meth:`write` appends the entry (optionally), applies its derived mutations and its MMR
-    nodes, and notes the memories and edges whose SMT leaves changed; :meth:`flush` applies
-    those SMT changes. SMT updates are deferred so that a batch (or a stretch of a replay)
-    hashes each changed leaf once.
+    nodes, hands its keyword changes to :attr:`keywords`, and notes the memories and edges
+    whose SMT leaves changed; :meth:`flush` writes the open keyword segment and applies
+    those SMT changes. Both are deferred so that a batch (or a stretch of a replay)
+    writes the open segment once and hashes each changed leaf once.
 
     Attributes:
         dirty: memory ids whose head changed since the last flush.
         dirty_edges: out-keys of the edges that changed since the last flush.
+        keywords: the keyword segments being written.
     """
 
-    __slots__ = ("dirty", "dirty_edges", "hash_name", "identity")
+    __slots__ = ("dirty", "dirty_edges", "hash_name", "identity", "keywords")
 
     def __init__(self, identity: Identity) -> None:
         self.identity = identity
         self.hash_name = identity.hash_name
         self.dirty: dict[bytes, None] = {}
         self.dirty_edges: dict[bytes, None] = {}
+        self.keywords = KeywordSegments()
 
     def write(
         self, txn: WriteTxn, entry: Entry, data: bytes, *, append: bool, trusted: bool
@@ -48,9 +75,11 @@ class EntryWriter:
         """
         if append:
             txn.append_entry(entry.seq, data)
-        txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted))
+        changes: list[KeywordChange] = []
+        txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted, keywords=changes))
         nodes = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
         txn.apply_mutations(nodes)
+        self.keywords.advance(txn, entry.seq, changes)
         self.dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
         self.dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
         leaf: bytes = nodes[0][2]  # type: ignore[assignment]  # the leaf is a put
@@ -62,9 +91,166 @@ class EntryWriter:
         return len(self.dirty) + len(self.dirty_edges)
 
     def flush(self, txn: WriteTxn) -> None:
-        """Apply the SMT changes of the entries written since the last flush."""
+        """Write the open keyword segment and the statistics, and apply the SMT changes
+        of the entries written since the last flush."""
+        self.keywords.flush(txn)
         if self.dirty or self.dirty_edges:
             changes = smt_mutations(self.hash_name, txn.get, self.dirty, self.dirty_edges)
             txn.apply_mutations(changes)
             self.dirty.clear()
             self.dirty_edges.clear()
+
+
+class KeywordSegments:
+    """The keyword segments (``core.segments``) that a stretch of entries writes.
+
+    The open level-0 segment and the statistics are kept in memory, loaded from the
+    transaction on first need: :meth:`advance` changes them entry by entry, writes a
+    level-0 segment when its range completes and merges at the end of a higher level's
+    range; :meth:`flush` writes the open segment and the statistics as they stand. The
+    rows after a flush depend only on the entries applied, never on where flushes fell.
+    """
+
+    __slots__ = ("dirty", "docs", "first", "stats", "stats_dirty")
+
+    def __init__(self) -> None:
+        #: the first seq of the open range whose segment :attr:`docs` holds (0: none)
+        self.first = 0
+        #: the open segment: memory id -> its terms
+        self.docs: dict[bytes, dict[str, int]] = {}
+        #: :attr:`docs` changed since it was loaded or written
+        self.dirty = False
+        #: ``[memories indexed, sum of their lengths]``, once loaded
+        self.stats: list[int] | None = None
+        self.stats_dirty = False
+
+    def advance(self, txn: WriteTxn, seq: int, changes: list[KeywordChange]) -> None:
+        """Apply the keyword changes of the entry at ``seq``, then complete the level-0
+        range if ``seq`` ends it (writing its segment, or merging at a higher range's end).
+
+        Raises:
+            CorruptionError: the statistics would drop below zero, or a stored segment
+                is malformed.
+        """
+        if changes:
+            stats = self.stats
+            if stats is None:
+                stats = self.stats = list(decode_stats(txn.get("postings", STATS)))
+            first = range_first(0, seq)
+            for change in changes:
+                stats[0] += (change.terms is not None) - (change.before != 0)
+                stats[1] += change.length - change.before_length
+                if change.before >= first or change.terms is not None:
+                    docs = self._open(txn, first)
+                    docs.pop(change.memory_id, None)
+                    if change.terms is not None:
+                        docs[change.memory_id] = change.terms
+                    self.dirty = True
+            self.stats_dirty = True
+        if seq % FANOUT == 0:
+            level = merge_level(seq)
+            if level:
+                self._merge(txn, level, seq)
+            elif self.dirty:
+                self._write_open(txn)
+            self.first, self.docs, self.dirty = 0, {}, False
+
+    def flush(self, txn: WriteTxn) -> None:
+        """Write the open segment and the statistics row as they stand."""
+        if self.dirty:
+            self._write_open(txn)
+            self.dirty = False
+        if self.stats_dirty and self.stats is not None:
+            value = encode_stats(*self.stats)
+            if value is None:
+                txn.apply_mutations([("postings", STATS, None)])
+            else:
+                txn.put("postings", STATS, value)
+            self.stats_dirty = False
+
+    def _open(self, txn: WriteTxn, first: int) -> dict[bytes, dict[str, int]]:
+        """The open segment of the range starting at ``first``, loaded on first use."""
+        if self.first != first:
+            docs: dict[bytes, dict[str, int]] = {}
+            for key, value in _segment_rows(txn, 0, first, first):
+                for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
+                    docs.setdefault(memory_id, {}).update(terms)
+            self.first, self.docs = first, docs
+        return self.docs
+
+    def _write_open(self, txn: WriteTxn) -> None:
+        rows = segment_blocks(0, self.first, Postings.from_docs(self.docs))
+        old = [key for key, _ in _segment_rows(txn, 0, self.first, self.first)]
+        _replace(txn, old, rows)
+
+    def _merge(self, txn: WriteTxn, level: int, seq: int) -> None:
+        """Merge every segment inside the level-``level`` range that ``seq`` ends into one
+        level-``level`` segment, dropping the postings no longer live (liveness: the
+        memory's index seq, as the attributes rows hold it, lies in the posting's segment's
+        range)."""
+        first = seq - span(level) + 1
+        old: list[bytes] = []
+        blocks: list[tuple[int, int, Postings]] = []
+        for lower in range(level):
+            for key, value in _segment_rows(txn, lower, first, seq):
+                old.append(key)
+                child_level, child_first = segment_of_key(key)
+                if child_level == 0 and child_first == self.first:
+                    continue  # the open segment held in memory is the current one
+                blocks.append((child_level, child_first, decode_block(value, key[PREFIX_SIZE:])))
+        parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
+        if self.first:
+            held = Postings.from_docs(self.docs)
+            parts.append((held, np.ones(len(held), dtype=np.bool_)))
+        if blocks:
+            index_seqs = _index_seqs(txn, np.concatenate([b.ids for _, _, b in blocks]))
+            at = 0
+            for child_level, child_first, block in blocks:
+                mine = index_seqs[at : at + len(block)]
+                at += len(block)
+                live = (mine >= child_first) & (mine < child_first + span(child_level))
+                parts.append((block, live))
+        rows = segment_blocks(level, first, Postings.merge(parts))
+        _replace(txn, old, rows)
+
+
+def _index_seqs(txn: WriteTxn, ids: np.typing.NDArray[np.uint8]) -> np.typing.NDArray[np.int64]:
+    """The current index seq of each memory id (one 16-byte row of ``ids`` each)."""
+    flat = np.ascontiguousarray(ids).view(np.dtype((np.void, 16))).ravel()
+    unique, inverse = np.unique(flat, return_inverse=True)
+    found = np.zeros(len(unique), dtype=np.int64)
+    for position, memory_id in enumerate(unique.tolist()):
+        raw = txn.get("salience", attrs_key(memory_id))
+        if raw is None:
+            raise CorruptionError(
+                f"a keyword segment names memory {memory_id.hex()}, which has no attributes row",
+                table="postings",
+            )
+        found[position] = index_seq_of(raw)
+    result: np.typing.NDArray[np.int64] = found[inverse.ravel()]
+    return result
+
+
+def _segment_rows(
+    txn: WriteTxn, level: int, first: int, last: int
+) -> Iterator[tuple[bytes, bytes]]:
+    """The blocks of the level-``level`` segments whose first seq lies in ``[first, last]``."""
+    head = SEGMENT + bytes((level,))
+    found = []
+    with txn.cursor("postings") as cur:
+        if cur.set_range(segment_prefix(level, first)):
+            for key, value in cur:
+                if key[:2] != head or int.from_bytes(key[2:PREFIX_SIZE], "big") > last:
+                    break
+                found.append((bytes(key), bytes(value)))
+    return iter(found)
+
+
+def _replace(txn: WriteTxn, old: list[bytes], rows: list[tuple[bytes, bytes]]) -> None:
+    """Delete the rows ``old`` that ``rows`` does not rewrite, and put ``rows``."""
+    kept = {key for key, _ in rows}
+    changes: list[tuple[str, bytes, bytes | None]] = [
+        ("postings", key, None) for key in old if key not in kept
+    ]
+    changes.extend(("postings", key, value) for key, value in rows)
+    txn.apply_mutations(changes)
