@@ -37,6 +37,10 @@ from .store.txn import WriteTxn
 
 __all__ = ["EntryWriter", "KeywordSegments"]
 
+#: a writer keeps the segments it completed at levels below this in memory for the next
+#: merge (at most 15 of each level: about 4,000 memories' postings)
+_KEPT_LEVELS = 2
+
 
 class EntryWriter:
     """Applies journal entries to a write transaction, and the SMT changes they imply.
@@ -111,7 +115,7 @@ class KeywordSegments:
     rows after a flush depend only on the entries applied, never on where flushes fell.
     """
 
-    __slots__ = ("dirty", "docs", "first", "stats", "stats_dirty")
+    __slots__ = ("dirty", "docs", "done", "first", "stats", "stats_dirty", "unwritten")
 
     def __init__(self) -> None:
         #: the first seq of the open range whose segment :attr:`docs` holds (0: none)
@@ -123,6 +127,11 @@ class KeywordSegments:
         #: ``[memories indexed, sum of their lengths]``, once loaded
         self.stats: list[int] | None = None
         self.stats_dirty = False
+        #: the completed segments of the lowest levels this writer wrote, by (level,
+        #: first seq): what the next merge reads without decoding blocks
+        self.done: dict[tuple[int, int], Postings] = {}
+        #: those of :attr:`done` not written yet (the next flush writes them)
+        self.unwritten: set[tuple[int, int]] = set()
 
     def advance(self, txn: WriteTxn, seq: int, changes: list[KeywordChange]) -> None:
         """Apply the keyword changes of the entry at ``seq``, then complete the level-0
@@ -152,13 +161,19 @@ class KeywordSegments:
             if level:
                 self._merge(txn, level, seq)
             elif self.dirty:
-                self._write_open(txn)
+                # completed: written at the next flush, unless a merge takes it first
+                self.done[0, self.first] = Postings.from_docs(self.docs)
+                self.unwritten.add((0, self.first))
             self.first, self.docs, self.dirty = 0, {}, False
 
     def flush(self, txn: WriteTxn) -> None:
-        """Write the open segment and the statistics row as they stand."""
+        """Write the completed segments still held in memory, the open segment and the
+        statistics row as they stand."""
+        for level, first in sorted(self.unwritten):
+            self._write(txn, level, first, self.done[level, first])
+        self.unwritten.clear()
         if self.dirty:
-            self._write_open(txn)
+            self._write(txn, 0, self.first, Postings.from_docs(self.docs))
             self.dirty = False
         if self.stats_dirty and self.stats is not None:
             value = encode_stats(*self.stats)
@@ -178,10 +193,10 @@ class KeywordSegments:
             self.first, self.docs = first, docs
         return self.docs
 
-    def _write_open(self, txn: WriteTxn) -> None:
-        rows = segment_blocks(0, self.first, Postings.from_docs(self.docs))
-        old = [key for key, _ in _segment_rows(txn, 0, self.first, self.first)]
-        _replace(txn, old, rows)
+    def _write(self, txn: WriteTxn, level: int, first: int, postings: Postings) -> None:
+        """Write one segment in place of what the table holds of it."""
+        old = [key for key, _ in _segment_rows(txn, level, first, first)]
+        _replace(txn, old, segment_blocks(level, first, postings))
 
     def _merge(self, txn: WriteTxn, level: int, seq: int) -> None:
         """Merge every segment inside the level-``level`` range that ``seq`` ends into one
@@ -190,36 +205,58 @@ class KeywordSegments:
         range)."""
         first = seq - span(level) + 1
         old: list[bytes] = []
-        blocks: list[tuple[int, int, Postings]] = []
+        children: list[tuple[int, int, Postings]] = []
         for lower in range(level):
             for key, value in _segment_rows(txn, lower, first, seq):
                 old.append(key)
-                child_level, child_first = segment_of_key(key)
-                if child_level == 0 and child_first == self.first:
+                child = segment_of_key(key)
+                if child[0] == 0 and child[1] == self.first:
                     continue  # the open segment held in memory is the current one
-                blocks.append((child_level, child_first, decode_block(value, key[PREFIX_SIZE:])))
+                kept = self.done.get(child)
+                if kept is None:
+                    children.append((*child, decode_block(value, key[PREFIX_SIZE:])))
+        # the children held in memory (the unwritten ones are not in the table)
+        children.extend(
+            (*child, postings)
+            for child, postings in sorted(self.done.items())
+            if child[0] < level and first <= child[1] <= seq
+        )
         parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
         if self.first:
             held = Postings.from_docs(self.docs)
             parts.append((held, np.ones(len(held), dtype=np.bool_)))
-        if blocks:
-            index_seqs = _index_seqs(txn, np.concatenate([b.ids for _, _, b in blocks]))
+        if children:
+            index_seqs = _index_seqs(txn, np.concatenate([p.ids for _, _, p in children]))
             at = 0
-            for child_level, child_first, block in blocks:
-                mine = index_seqs[at : at + len(block)]
-                at += len(block)
+            for child_level, child_first, postings in children:
+                mine = index_seqs[at : at + len(postings)]
+                at += len(postings)
                 live = (mine >= child_first) & (mine < child_first + span(child_level))
-                parts.append((block, live))
-        rows = segment_blocks(level, first, Postings.merge(parts))
-        _replace(txn, old, rows)
+                parts.append((postings, live))
+        merged = Postings.merge(parts)
+        self.done = {child: kept for child, kept in self.done.items() if child[1] < first}
+        self.unwritten = {child for child in self.unwritten if child[1] < first}
+        if level < _KEPT_LEVELS:
+            _replace(txn, old, [])
+            self.done[level, first] = merged
+            self.unwritten.add((level, first))
+        else:
+            _replace(txn, old, segment_blocks(level, first, merged))
 
 
 def _index_seqs(txn: WriteTxn, ids: np.typing.NDArray[np.uint8]) -> np.typing.NDArray[np.int64]:
-    """The current index seq of each memory id (one 16-byte row of ``ids`` each)."""
-    flat = np.ascontiguousarray(ids).view(np.dtype((np.void, 16))).ravel()
-    unique, inverse = np.unique(flat, return_inverse=True)
-    found = np.zeros(len(unique), dtype=np.int64)
-    for position, memory_id in enumerate(unique.tolist()):
+    """The current index seq of each memory id (one 16-byte row of ``ids`` each), one
+    attributes row read per distinct id."""
+    halves = np.ascontiguousarray(ids).view(">u8").reshape(-1, 2)
+    order = np.lexsort((halves[:, 1], halves[:, 0]))
+    ordered = halves[order]
+    starts = np.ones(len(order), dtype=np.bool_)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    group = np.cumsum(starts) - 1
+    blob = np.ascontiguousarray(ids[order[starts]]).tobytes()
+    found = np.zeros(int(starts.sum()), dtype=np.int64)
+    for position in range(len(found)):
+        memory_id = blob[position * 16 : position * 16 + 16]
         raw = txn.get("salience", attrs_key(memory_id))
         if raw is None:
             raise CorruptionError(
@@ -227,7 +264,8 @@ def _index_seqs(txn: WriteTxn, ids: np.typing.NDArray[np.uint8]) -> np.typing.ND
                 table="postings",
             )
         found[position] = index_seq_of(raw)
-    result: np.typing.NDArray[np.int64] = found[inverse.ravel()]
+    result = np.empty(len(order), dtype=np.int64)
+    result[order] = found[group]
     return result
 
 

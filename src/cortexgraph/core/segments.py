@@ -224,30 +224,25 @@ class Postings:
     @classmethod
     def from_docs(cls, docs: Mapping[bytes, Mapping[str, int]]) -> Postings:
         """The postings of ``docs`` (memory id -> its terms and frequencies)."""
-        code: dict[str, int] = {}
-        term_codes: list[int] = []
-        freqs: list[int] = []
-        sizes: list[int] = []
-        setdefault = code.setdefault
-        for counts in docs.values():
-            for term, tf in counts.items():
-                term_codes.append(setdefault(term, len(code)))
-                freqs.append(tf)
-            sizes.append(len(counts))
-        if not freqs:
+        # (code point order is UTF-8 byte order, so the strings sort as their bytes)
+        names = list(itertools.chain.from_iterable(docs.values()))
+        if not names:
             return cls.empty()
-        names = list(code)
-        encoded = [name.encode("utf-8") for name in names]
-        order = sorted(range(len(names)), key=encoded.__getitem__)
-        rank = np.empty(len(names), dtype=np.int64)
-        rank[order] = np.arange(len(names), dtype=np.int64)
+        distinct = sorted(set(names))
+        rank = dict(zip(distinct, range(len(distinct)), strict=True))
+        term_of = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
+        tf = np.fromiter(
+            itertools.chain.from_iterable(counts.values() for counts in docs.values()),
+            dtype=np.int64,
+            count=len(names),
+        )
+        sizes = np.fromiter(map(len, docs.values()), dtype=np.int64, count=len(docs))
         blob = np.frombuffer(b"".join(docs), dtype=np.uint8).reshape(-1, _ID)
-        doc_of = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
         return cls._sorted(
-            [encoded[i] for i in order],
-            rank[np.asarray(term_codes, dtype=np.int64)],
-            blob[doc_of],
-            np.asarray(freqs, dtype=np.int64),
+            [name.encode("utf-8") for name in distinct],
+            term_of,
+            blob[np.repeat(np.arange(len(docs), dtype=np.int64), sizes)],
+            tf,
         )
 
     @classmethod
@@ -271,18 +266,24 @@ class Postings:
     def merge(cls, parts: Sequence[tuple[Postings, npt.NDArray[np.bool_]]]) -> Postings:
         """The union of the postings each mask keeps (one bool per posting of its part);
         no ``(term, id)`` may be kept twice."""
-        kept = [(part, mask) for part, mask in parts if len(part) and mask.any()]
+        kept = [(part, mask) for part, mask in parts if len(part)]
         if not kept:
             return cls.empty()
         terms = sorted(set().union(*(part.terms for part, _ in kept)))
-        position = {term: index for index, term in enumerate(terms)}
-        term_of, ids, tf = [], [], []
-        for part, mask in kept:
-            local = np.asarray([position[term] for term in part.terms], dtype=np.int64)
-            term_of.append(np.repeat(local, part.counts)[mask])
-            ids.append(part.ids[mask])
-            tf.append(part.tf[mask])
-        return cls._sorted(terms, np.concatenate(term_of), np.concatenate(ids), np.concatenate(tf))
+        position = dict(zip(terms, range(len(terms)), strict=True))
+        term_of = np.concatenate(
+            [
+                np.repeat(
+                    np.fromiter(map(position.__getitem__, part.terms), np.int64, len(part.terms)),
+                    part.counts,
+                )
+                for part, _ in kept
+            ]
+        )
+        mask = np.concatenate([mask for _, mask in kept])
+        ids = np.concatenate([part.ids for part, _ in kept])[mask]
+        tf = np.concatenate([part.tf for part, _ in kept])[mask]
+        return cls._sorted(terms, term_of[mask], ids, tf)
 
     def docs(self) -> dict[bytes, dict[str, int]]:
         """Memory id -> its terms and frequencies (the inverse of :meth:`from_docs`)."""
@@ -302,19 +303,21 @@ def segment_blocks(level: int, first: int, postings: Postings) -> list[tuple[byt
     """The rows ``(key, value)`` of a segment holding ``postings``, in key order."""
     prefix = segment_prefix(level, first)
     terms = postings.terms
-    counts = postings.counts.tolist()
+    if not terms:
+        return []
     ends = np.cumsum(postings.counts, dtype=np.int64)
+    sizes = 5 + _POSTING * postings.counts + np.fromiter(map(len, terms), np.int64, len(terms))
+    if _HEADER.size + int(sizes.sum()) <= BLOCK_BUDGET:
+        return [_block(prefix, postings, ends, 0, len(terms))]
     rows: list[tuple[bytes, bytes]] = []
     start = 0
     used = _HEADER.size
-    for index, (term, count) in enumerate(zip(terms, counts, strict=True)):
-        size = 1 + len(term) + 4 + _POSTING * count
+    for index, size in enumerate(sizes.tolist()):
         if index > start and used + size > BLOCK_BUDGET:
             rows.append(_block(prefix, postings, ends, start, index))
             start, used = index, _HEADER.size
         used += size
-    if terms:
-        rows.append(_block(prefix, postings, ends, start, len(terms)))
+    rows.append(_block(prefix, postings, ends, start, len(terms)))
     return rows
 
 
@@ -409,12 +412,17 @@ def decode_block(data: bytes, last_term: bytes | None = None) -> Postings:
             UTF-8, ids out of order within a term, a frequency of 0.
     """
     block = _Block(bytes(data))
-    terms = [block.term(i) for i in range(block.count)]
+    joined = block.data[block.terms_at : block.ends_at]
+    offsets = block.offsets
+    terms = [joined[a:b] for a, b in itertools.pairwise(offsets)]
+    # every term starts a character and the whole is UTF-8: so is every term
+    leads = np.frombuffer(joined, dtype=np.uint8)[np.asarray(offsets[:-1], dtype=np.int64)]
     try:
-        for term in terms:
-            term.decode("utf-8")
+        joined.decode("utf-8")
     except UnicodeDecodeError:
         raise _malformed("a term that is not UTF-8") from None
+    if ((leads & 0xC0) == 0x80).any():
+        raise _malformed("a term that is not UTF-8")
     if any(a >= b for a, b in itertools.pairwise(terms)):
         raise _malformed("terms out of order")
     if last_term is not None and terms[-1] != last_term:
