@@ -30,6 +30,7 @@ from cortexgraph.core.segments import (
     build_postings,
     decode_block,
     decode_stats,
+    docs_blocks,
     merge_level,
     segment_blocks,
     segment_of_key,
@@ -471,3 +472,12 @@ def test_sigkill_during_a_segment_merge_leaves_a_store_that_opens_and_verifies(
             [h.uri.id for h in cx.recall("deploy window", k=50, mode="keyword")],
             [h.uri.id for h in fresh.recall("deploy window", k=50, mode="keyword")],
         )
+
+
+@given(docs=_docs, level=st.integers(0, 3))
+def test_the_plain_encoder_of_small_segments_gives_the_same_bytes(
+    docs: dict[bytes, dict[str, int]], level: int
+) -> None:
+    """The plain-Python encoder the writer uses for the open segment gives exactly the
+    bytes of the array encoder the merges and the bulk build use."""
+    assert docs_blocks(level, 1, docs) == segment_blocks(level, 1, Postings.from_docs(docs))

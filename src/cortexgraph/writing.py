@@ -8,8 +8,6 @@ a write leaves is the state a replay of its journal leaves (J4).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import numpy as np
 
 from .core.commitments import mmr_mutations, smt_mutations
@@ -23,6 +21,7 @@ from .core.segments import (
     Postings,
     decode_block,
     decode_stats,
+    docs_blocks,
     encode_stats,
     merge_level,
     range_first,
@@ -40,6 +39,11 @@ __all__ = ["EntryWriter", "KeywordSegments"]
 #: a writer keeps the segments it completed at levels below this in memory for the next
 #: merge (at most 15 of each level: about 4,000 memories' postings)
 _KEPT_LEVELS = 2
+#: open-segment blocks this process wrote or read, by value: the next batch's writer
+#: finds the block it must extend already decoded (a single write skips the decode).
+#: Keyed by the block's bytes, so an entry can never be stale.
+_DECODED: dict[bytes, dict[bytes, dict[str, int]]] = {}
+_DECODED_SIZE = 8
 
 
 class EntryWriter:
@@ -122,7 +126,7 @@ class KeywordSegments:
         self.first = 0
         #: the open segment: memory id -> its terms
         self.docs: dict[bytes, dict[str, int]] = {}
-        #: :attr:`docs` changed since it was loaded or written
+        #: the open segment changed since it was loaded or written
         self.dirty = False
         #: ``[memories indexed, sum of their lengths]``, once loaded
         self.stats: list[int] | None = None
@@ -173,21 +177,30 @@ class KeywordSegments:
             self._write(txn, level, first, self.done[level, first])
         self.unwritten.clear()
         if self.dirty:
-            self._write(txn, 0, self.first, Postings.from_docs(self.docs))
+            rows = docs_blocks(0, self.first, self.docs)
+            _replace(txn, [key for key, _ in _segment_rows(txn, 0, self.first, self.first)], rows)
+            if len(rows) == 1:
+                if len(_DECODED) >= _DECODED_SIZE:
+                    del _DECODED[next(iter(_DECODED))]
+                _DECODED[rows[0][1]] = dict(self.docs)
             self.dirty = False
         if self.stats_dirty and self.stats is not None:
-            value = encode_stats(*self.stats)
-            if value is None:
+            stats = encode_stats(*self.stats)
+            if stats is None:
                 txn.apply_mutations([("postings", STATS, None)])
             else:
-                txn.put("postings", STATS, value)
+                txn.put("postings", STATS, stats)
             self.stats_dirty = False
 
     def _open(self, txn: WriteTxn, first: int) -> dict[bytes, dict[str, int]]:
         """The open segment of the range starting at ``first``, loaded on first use."""
         if self.first != first:
             docs: dict[bytes, dict[str, int]] = {}
-            for key, value in _segment_rows(txn, 0, first, first):
+            rows = _segment_rows(txn, 0, first, first)
+            known = _DECODED.get(rows[0][1]) if len(rows) == 1 else None
+            if known is not None:
+                docs.update(known)
+            for key, value in rows if known is None else ():
                 for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
                     docs.setdefault(memory_id, {}).update(terms)
             self.first, self.docs = first, docs
@@ -271,7 +284,7 @@ def _index_seqs(txn: WriteTxn, ids: np.typing.NDArray[np.uint8]) -> np.typing.ND
 
 def _segment_rows(
     txn: WriteTxn, level: int, first: int, last: int
-) -> Iterator[tuple[bytes, bytes]]:
+) -> list[tuple[bytes, bytes]]:
     """The blocks of the level-``level`` segments whose first seq lies in ``[first, last]``."""
     head = SEGMENT + bytes((level,))
     found = []
@@ -281,7 +294,7 @@ def _segment_rows(
                 if key[:2] != head or int.from_bytes(key[2:PREFIX_SIZE], "big") > last:
                     break
                 found.append((bytes(key), bytes(value)))
-    return iter(found)
+    return found
 
 
 def _replace(txn: WriteTxn, old: list[bytes], rows: list[tuple[bytes, bytes]]) -> None:

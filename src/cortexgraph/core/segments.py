@@ -85,6 +85,7 @@ __all__ = [
     "build_postings",
     "decode_block",
     "decode_stats",
+    "docs_blocks",
     "encode_stats",
     "merge_level",
     "range_first",
@@ -285,6 +286,20 @@ class Postings:
         tf = np.concatenate([part.tf for part, _ in kept])[mask]
         return cls._sorted(terms, term_of[mask], ids, tf)
 
+    @classmethod
+    def concat(cls, blocks: Sequence[Postings]) -> Postings:
+        """One segment's postings from its blocks, in key order (ascending terms)."""
+        if len(blocks) == 1:
+            return blocks[0]
+        if not blocks:
+            return cls.empty()
+        return cls(
+            [term for block in blocks for term in block.terms],
+            np.concatenate([block.counts for block in blocks]),
+            np.concatenate([block.ids for block in blocks]),
+            np.concatenate([block.tf for block in blocks]),
+        )
+
     def docs(self) -> dict[bytes, dict[str, int]]:
         """Memory id -> its terms and frequencies (the inverse of :meth:`from_docs`)."""
         out: dict[bytes, dict[str, int]] = {}
@@ -339,6 +354,49 @@ def _block(
         )
     )
     return prefix + terms[-1], value
+
+
+def docs_blocks(
+    level: int, first: int, docs: Mapping[bytes, Mapping[str, int]]
+) -> list[tuple[bytes, bytes]]:
+    """``segment_blocks(level, first, Postings.from_docs(docs))``, the same bytes, built
+    with plain Python: faster for the few memories of an open segment (no array set-up).
+    """
+    by_term: dict[str, list[tuple[bytes, int]]] = {}
+    for memory_id in sorted(docs):
+        for term, tf in docs[memory_id].items():
+            found = by_term.get(term)
+            if found is None:
+                by_term[term] = [(memory_id, tf)]
+            else:
+                found.append((memory_id, tf))
+    if not by_term:
+        return []
+    terms = sorted(by_term)  # code point order is UTF-8 byte order
+    encoded = [term.encode("utf-8") for term in terms]
+    ends: list[int] = []
+    ids: list[bytes] = []
+    freqs: list[int] = []
+    for term in terms:
+        for memory_id, tf in by_term[term]:
+            ids.append(memory_id)
+            freqs.append(tf)
+        ends.append(len(freqs))
+    joined = b"".join(encoded)
+    size = _HEADER.size + 5 * len(terms) + len(joined) + _POSTING * len(freqs)
+    if size > BLOCK_BUDGET and len(terms) > 1:
+        return segment_blocks(level, first, Postings.from_docs(docs))
+    value = b"".join(
+        (
+            _HEADER.pack(_LAYOUT, len(terms), len(freqs), len(joined)),
+            bytes(map(len, encoded)),
+            joined,
+            struct.pack(f">{len(ends)}I", *ends),
+            b"".join(ids),
+            struct.pack(f">{len(freqs)}I", *freqs),
+        )
+    )
+    return [(segment_prefix(level, first) + encoded[-1], value)]
 
 
 class _Block:
