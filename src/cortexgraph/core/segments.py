@@ -68,9 +68,9 @@ import bisect
 import itertools
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ..errors import CorruptionError
 
@@ -113,8 +113,10 @@ _ID = 16
 #: bytes a posting takes in a block (its id and its frequency)
 _POSTING = _ID + 4
 
-IdArray = npt.NDArray[np.uint8]
-Counts = npt.NDArray[np.int64]
+IdArray = np.ndarray[Any, np.dtype[np.uint8]]
+Counts = np.ndarray[Any, np.dtype[np.int64]]
+Mask = np.ndarray[Any, np.dtype[np.bool_]]
+_Halves = np.ndarray[Any, np.dtype[np.uint64]]
 
 
 def span(level: int) -> int:
@@ -141,7 +143,7 @@ def segments_at(seq: int) -> list[tuple[int, int]]:
     empty, and so have no rows), oldest range first: disjoint ranges covering ``[1,
     seq]``, the last (if ``seq`` is not at a level-0 range end) the open segment.
 
-    >>> segments_at(0), segments_at(17), segments_at(256), segments_at(273)
+    >>> segments_at(0), segments_at(17), segments_at(256), segments_at(270)
     ([], [(0, 1), (0, 17)], [(1, 1)], [(1, 1), (0, 257)])
     """
     found: list[tuple[int, int]] = []
@@ -194,7 +196,7 @@ def decode_stats(raw: bytes | None) -> tuple[int, int]:
     return int(count), int(total)
 
 
-def _id_halves(ids: IdArray) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+def _id_halves(ids: IdArray) -> tuple[_Halves, _Halves]:
     """The ids (one per row of ``ids``) as two big-endian 64-bit integers, for sorting."""
     flat = np.ascontiguousarray(ids).view(">u8").reshape(-1, 2)
     return flat[:, 0].astype(np.uint64), flat[:, 1].astype(np.uint64)
@@ -239,7 +241,7 @@ class Postings:
         )
         sizes = np.fromiter(map(len, docs.values()), dtype=np.int64, count=len(docs))
         blob = np.frombuffer(b"".join(docs), dtype=np.uint8).reshape(-1, _ID)
-        return cls._sorted(
+        return _sorted(
             [name.encode("utf-8") for name in distinct],
             term_of,
             blob[np.repeat(np.arange(len(docs), dtype=np.int64), sizes)],
@@ -247,24 +249,7 @@ class Postings:
         )
 
     @classmethod
-    def _sorted(
-        cls, terms: list[bytes], term_of: Counts, ids: IdArray, tf: Counts
-    ) -> Postings:
-        """Postings from unordered ``(term index, id, tf)`` triples (``terms`` ascending,
-        each ``(term, id)`` at most once); terms without a posting are dropped."""
-        high, low = _id_halves(ids)
-        order = np.lexsort((low, high, term_of))
-        counts = np.bincount(term_of, minlength=len(terms)).astype(np.int64)
-        kept = np.flatnonzero(counts)
-        return cls(
-            [terms[i] for i in kept.tolist()],
-            counts[kept],
-            np.ascontiguousarray(ids[order]),
-            tf[order],
-        )
-
-    @classmethod
-    def merge(cls, parts: Sequence[tuple[Postings, npt.NDArray[np.bool_]]]) -> Postings:
+    def merge(cls, parts: Sequence[tuple[Postings, Mask]]) -> Postings:
         """The union of the postings each mask keeps (one bool per posting of its part);
         no ``(term, id)`` may be kept twice."""
         kept = [(part, mask) for part, mask in parts if len(part)]
@@ -284,7 +269,7 @@ class Postings:
         mask = np.concatenate([mask for _, mask in kept])
         ids = np.concatenate([part.ids for part, _ in kept])[mask]
         tf = np.concatenate([part.tf for part, _ in kept])[mask]
-        return cls._sorted(terms, term_of[mask], ids, tf)
+        return _sorted(terms, term_of[mask], ids, tf)
 
     @classmethod
     def concat(cls, blocks: Sequence[Postings]) -> Postings:
@@ -312,6 +297,21 @@ class Postings:
                 out.setdefault(ids[i * _ID : (i + 1) * _ID], {})[name] = tf[i]
             at += count
         return out
+
+
+def _sorted(terms: list[bytes], term_of: Counts, ids: IdArray, tf: Counts) -> Postings:
+    """Postings from unordered ``(term index, id, tf)`` triples (``terms`` ascending, each
+    ``(term, id)`` at most once); terms without a posting are dropped."""
+    high, low = _id_halves(ids)
+    order = np.lexsort((low, high, term_of))
+    counts = np.bincount(term_of, minlength=len(terms)).astype(np.int64)
+    kept = np.flatnonzero(counts)
+    return Postings(
+        [terms[i] for i in kept.tolist()],
+        counts[kept],
+        np.ascontiguousarray(ids[order]),
+        tf[order],
+    )
 
 
 def segment_blocks(level: int, first: int, postings: Postings) -> list[tuple[bytes, bytes]]:
