@@ -263,7 +263,6 @@ def test_incremental_in_any_batching_equals_the_bulk_build(
     assert one == rows
 
 
-@pytest.mark.slow
 def test_level_two_merge_at_4096_equals_the_bulk_build(tmp_path: Path) -> None:
     """Across the merge at 4096 (every level-1 and level-0 segment of the range into one
     level-2 segment) and on to 4,400 entries, batches of 1, 100 and 997 and the bulk build

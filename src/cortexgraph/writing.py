@@ -8,6 +8,8 @@ a write leaves is the state a replay of its journal leaves (J4).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .core.commitments import mmr_mutations, smt_mutations
@@ -44,6 +46,7 @@ _KEPT_LEVELS = 2
 #: Keyed by the block's bytes, so an entry can never be stale.
 _DECODED: dict[bytes, dict[bytes, dict[str, int]]] = {}
 _DECODED_SIZE = 8
+_DECODED_LOCK = threading.Lock()
 
 
 class EntryWriter:
@@ -180,9 +183,10 @@ class KeywordSegments:
             rows = docs_blocks(0, self.first, self.docs)
             _replace(txn, [key for key, _ in _segment_rows(txn, 0, self.first, self.first)], rows)
             if len(rows) == 1:
-                if len(_DECODED) >= _DECODED_SIZE:
-                    del _DECODED[next(iter(_DECODED))]
-                _DECODED[rows[0][1]] = dict(self.docs)
+                with _DECODED_LOCK:  # writers of other stores may run on other threads
+                    if len(_DECODED) >= _DECODED_SIZE:
+                        del _DECODED[next(iter(_DECODED))]
+                    _DECODED[rows[0][1]] = dict(self.docs)
             self.dirty = False
         if self.stats_dirty and self.stats is not None:
             stats = encode_stats(*self.stats)
