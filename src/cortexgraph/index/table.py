@@ -420,22 +420,23 @@ class Table:
                 if entry["seq"] >= last:
                     break
         rows: list[int] = []
-        iseq = self.cols["iseq"]
         indexed: list[int] = []
         for memory_id in touched:
             raw = txn.get("salience", ATTRS + memory_id)
             if raw is None:
                 raise CorruptionError(f"memory {memory_id.hex()} has no attributes row")
-            row = self.row_of.get(memory_id)
-            before = -1 if row is None else int(iseq[row])
-            row = self._set_attrs(memory_id, AttrsRow.decode(raw))
+            attrs = AttrsRow.decode(raw)
+            known = self.row_of.get(memory_id)
+            anew = known is None or self.cols["iseq"][known] != attrs.index_seq
+            row = self._set_attrs(memory_id, attrs)
             rows.append(row)
-            if report and iseq[row] and iseq[row] != before:
+            if report and attrs.index_seq and anew:
                 indexed.append(row)
             self.cols["access"][row] = read_access(txn, memory_id)[0]
             self.cols["indeg"][row] = read_in_degree(txn, memory_id)
         for memory_id, seq in heads.items():
             self.cols["gen"][self.row_of[memory_id]] = seq
+        iseq = self.cols["iseq"]  # (after the rows above: a new row may have grown it)
         moved = tuple(
             (row, int(iseq[row]), head_terms(txn, self.ids[row])) for row in indexed
         )
