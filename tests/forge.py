@@ -28,7 +28,9 @@ from cortexgraph.core.codec import decode, encode
 from cortexgraph.core.commitments import manifest_for, mmr_mutations, smt_mutations
 from cortexgraph.core.journal import Identity, apply, decode_entry, edge_keys, head_ids
 from cortexgraph.core.keys import seq_key
+from cortexgraph.core.postings import KeywordChange
 from cortexgraph.store.env import Environment
+from cortexgraph.writing import KeywordSegments
 
 ACTOR = "agent"
 T0 = 1_700_000_000_000
@@ -115,6 +117,7 @@ def forge_store(
     identity = Identity(ACTOR, HASH)
     keys = list(range(1, len(journal) + 1)) if keys is None else list(keys)
     txn = env.begin_write(replay=True)
+    keywords = KeywordSegments()
     try:
         for size, (key, value) in enumerate(zip(keys, journal, strict=True)):
             data = encode(dict(value))
@@ -123,7 +126,9 @@ def forge_store(
             edges: tuple[bytes, ...] = ()
             try:
                 entry = decode_entry(data)
-                txn.apply_mutations(apply(identity, entry, txn, trusted=True))
+                changes: list[KeywordChange] = []
+                txn.apply_mutations(apply(identity, entry, txn, trusted=True, keywords=changes))
+                keywords.advance(txn, entry.seq, changes)
                 changed, edges = head_ids(entry.op, entry.fields), edge_keys(entry.op, entry.fields)
             except Exception:  # refused: a hand-made forgery would leave the state as it was
                 pass
@@ -132,6 +137,7 @@ def forge_store(
             if size + 1 in snapshots:
                 manifest = manifest_for(ACTOR, HASH, txn.get, size + 1, T0)
                 txn.put_snapshot(seq_key(size + 1), manifest.encode())
+        keywords.flush(txn)
         txn.commit()
     except BaseException:
         txn.abort()

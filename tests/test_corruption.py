@@ -37,7 +37,7 @@ from cortexgraph.core.commitments import SnapshotManifest, roots
 from cortexgraph.core.graph import EdgeState
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.keys import seq_from_key
-from cortexgraph.core.postings import decode_forward
+from cortexgraph.core.segments import block_term, decode_block, decode_stats
 from cortexgraph.core.signals import AttrsRow
 from cortexgraph.core.smt_store import smt_store_get
 from cortexgraph.core.state import HeadState, VersionState
@@ -129,7 +129,9 @@ DECODERS: dict[str, Callable[[bytes], object]] = {
     "VersionState": _version_memory,
     "EdgeState": EdgeState.decode,
     "AttrsRow": AttrsRow.decode,
-    "forward row": decode_forward,
+    "keyword block": decode_block,
+    "keyword block lookup": lambda data: block_term(data, b"deploy"),
+    "keyword statistics": decode_stats,
     "SnapshotManifest": SnapshotManifest.decode,
     "journal entry": decode_entry,
     "journal key": seq_from_key,

@@ -1,7 +1,7 @@
 """The column index's parts follow the table through the ``Change`` each catch-up reports.
 
 ``index.table.Table.advance`` knows nothing of the parts built on it; it reports what it
-moved (rows re-read, posting lists changed, heads moved with their keyword postings), and
+moved (rows re-read, posting lists changed, memories indexed anew with their terms), and
 ``ColumnIndex.refresh`` hands that to each part. These tests pin the report and show a
 part acting on it.
 """
@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 import cortexgraph as cg
+from cortexgraph.core.postings import index_terms
 from cortexgraph.core.predicates import Q
 from cortexgraph.index import ColumnIndex
 from cortexgraph.index.table import Table
@@ -23,7 +24,8 @@ T0 = 1_700_000_000_000
 def test_a_catch_up_reports_rows_postings_and_heads(tmp_path: Path) -> None:
     """A build reports itself as one; a catch-up names the rows it re-read (an updated
     memory, a new one, the target of a new edge), the posting lists whose rows changed,
-    and per moved head its row, seq and forward keyword posting."""
+    and per memory indexed anew its row, index seq and terms (recomputed from its head
+    version); a memory that stops being indexed is not reported (its postings are dead)."""
     with cg.open(tmp_path, "agent", sync=False) as cx:
         first = cx.write(cg.Fact(text="alpha", tags=("a",)), at=T0)
         second = cx.write(cg.Fact(text="beta", tags=("a",)), at=T0 + 1)
@@ -35,6 +37,7 @@ def test_a_catch_up_reports_rows_postings_and_heads(tmp_path: Path) -> None:
         cx.update(first, tags=("b",), text="gamma", at=T0 + 2)
         third = cx.write(cg.Pattern(text="delta"), at=T0 + 3)
         cx.add_edge(third, second, "relates_to", at=T0 + 4)
+        cx.archive(second, at=T0 + 5)
         with cx._env.read() as txn, table.lock:
             change = table.advance(txn, txn.last_seq(), heads=True)
         rows = {uri.id: table.row_of[uri.id] for uri in (first, second, third)}
@@ -45,7 +48,9 @@ def test_a_catch_up_reports_rows_postings_and_heads(tmp_path: Path) -> None:
         assert set(moved) == {rows[first.id], rows[third.id]}  # an edge moves no head
         assert moved[rows[first.id]][1] is not None and "gamma" in moved[rows[first.id]][1]
         assert moved[rows[first.id]][0] < moved[rows[third.id]][0]
-        assert table.cols["gen"][rows[first.id]] == moved[rows[first.id]][0]
+        assert table.cols["iseq"][rows[first.id]] == moved[rows[first.id]][0]
+        assert moved[rows[third.id]][1] == index_terms(cg.Pattern(text="delta"))
+        assert table.cols["iseq"][rows[second.id]] == 0
 
 
 def test_the_filter_drops_a_posting_list_the_catch_up_changed(tmp_path: Path) -> None:

@@ -165,6 +165,12 @@ class Batch:
     def _apply(self, entry: Entry, data: bytes) -> None:
         self._writer.write(self._txn, entry, data, append=True, trusted=True)
 
+    def keyword_txn(self) -> WriteTxn:
+        """The batch's transaction with its keyword segments written out, for reads of
+        the ``postings`` table that must see the batch's own writes (the open segment is
+        otherwise kept in memory until the batch commits)."""
+        self._writer.keywords.flush(self._txn)
+        return self._txn
 
     def _append(self, entry: Entry) -> None:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""
@@ -188,6 +194,8 @@ class Batch:
         while True:
             self._h.env.grow()
             self._txn = self._h.env.begin_write()
+            # what the writer holds in memory belonged to the aborted transaction
+            self._writer = EntryWriter(self._h.identity)
             try:
                 for entry, data in self._entries:
                     self._apply(entry, data)
@@ -512,7 +520,7 @@ class Batch:
     def _autolink(self, memory_id: bytes, ns: str, at: int) -> None:
         """Link a just-written memory to its most similar neighbours (auto-linking; the
         choice is :func:`~cortexgraph.reading.link_targets`)."""
-        for strength, other, status in link_targets(self._txn, memory_id, ns):
+        for strength, other, status in link_targets(self.keyword_txn(), memory_id, ns):
             self.add_edge(memory_id, other, "relates_to", strength=strength, status=status, at=at)
 
     def _check_cited(self, attest: Attest) -> None:

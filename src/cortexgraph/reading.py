@@ -17,11 +17,14 @@ from .core.forms import estimate_tokens, render
 from .core.graph import PPM, EdgeState, bfs, relation_name
 from .core.keys import version_key
 from .core.lifecycle import jaccard_ppm, link_decision
-from .core.postings import posting_prefix, read_forward
+from .core.postings import head_terms
+from .core.segments import span
+from .core.signals import attrs_key, index_seq_of
 from .core.state import HeadState, Record, VersionState
 from .core.uri import MemoryURI
 from .errors import CorruptionError, CortexError, NotFoundError
 from .index import ColumnIndex
+from .index.keyword import segment_list, term_segments
 from .records import Edge, Neighbor, Traversal
 from .store.txn import ReadTxn
 
@@ -150,9 +153,21 @@ def describe(uri: MemoryURI | BareId) -> str:
 
 
 def memory_terms(txn: ReadTxn, memory_id: bytes) -> frozenset[str]:
-    """The indexed terms of a memory's head version (none if it has no forward row)."""
-    forward = read_forward(txn, memory_id)
-    return frozenset() if forward is None else frozenset(forward[1])
+    """The indexed terms of a memory's head version (none if it is not indexed: not
+    active), recomputed from the version with the indexing tokenizer."""
+    terms = head_terms(txn, memory_id)
+    return frozenset() if terms is None else frozenset(terms)
+
+
+def _live(txn: ReadTxn, memory_id: bytes, level: int, first: int) -> bool:
+    """Whether a posting of ``memory_id`` in the level-``level`` segment at ``first`` is
+    live: the memory's index seq lies in the segment's range."""
+    raw = txn.get("salience", attrs_key(memory_id))
+    if raw is None:
+        raise CorruptionError(
+            f"a keyword posting names memory {memory_id.hex()}, which has no attributes row"
+        )
+    return first <= index_seq_of(raw) < first + span(level)
 
 
 def similar_memories(
@@ -168,11 +183,16 @@ def similar_memories(
     if not terms:
         return []
     candidates: dict[bytes, None] = {}
+    segments = segment_list(txn)
     # longer terms first: they are the likelier to be rare (and the order is deterministic)
     for term in sorted(terms, key=lambda t: (-len(t), t)):
         found = []
-        for key in txn.iter_prefix("postings", posting_prefix(term)):
-            found.append(bytes(key[-16:]))
+        for level, first, ids, _ in term_segments(txn, term, segments):
+            for memory_id in (bytes(row) for row in ids):
+                if _live(txn, memory_id, level, first):
+                    found.append(memory_id)
+                if len(found) > RARE_TERM_LIMIT:
+                    break
             if len(found) > RARE_TERM_LIMIT:
                 break
         if len(found) > RARE_TERM_LIMIT:

@@ -1,4 +1,5 @@
-"""The write sequence, written once: journal append -> ``core.journal.apply`` -> MMR -> SMT.
+"""The write sequence, written once: journal append -> ``core.journal.apply`` -> MMR ->
+keyword segments -> SMT.
 
 A :class:`Batch <cortexgraph.batch.Batch>` and a replay (``replay.rebuild``,
 ``replay.verify``) both run every entry through :class:`EntryWriter`, so the derived state
@@ -7,34 +8,71 @@ a write leaves is the state a replay of its journal leaves (J4).
 
 from __future__ import annotations
 
+import threading
+
+import numpy as np
+
 from .core.commitments import mmr_mutations, smt_mutations
 from .core.journal import Entry, Identity, apply, edge_keys, head_ids
+from .core.postings import KeywordChange
+from .core.segments import (
+    FANOUT,
+    PREFIX_SIZE,
+    SEGMENT,
+    STATS,
+    Postings,
+    decode_block,
+    decode_stats,
+    docs_blocks,
+    encode_stats,
+    merge_level,
+    range_first,
+    segment_blocks,
+    segment_of_key,
+    segment_prefix,
+    span,
+)
+from .core.signals import attrs_key, index_seq_of
+from .errors import CorruptionError
 from .store.memtxn import MemTxn
 from .store.txn import WriteTxn
 
-__all__ = ["EntryWriter"]
+__all__ = ["EntryWriter", "KeywordSegments"]
+
+#: a writer keeps the segments it completed at levels below this in memory for the next
+#: merge (at most 15 of each level: about 4,000 memories' postings)
+_KEPT_LEVELS = 2
+#: open-segment blocks this process wrote or read, by value: the next batch's writer
+#: finds the block it must extend already decoded (a single write skips the decode).
+#: Keyed by the block's bytes, so an entry can never be stale.
+_DECODED: dict[bytes, dict[bytes, dict[str, int]]] = {}
+_DECODED_SIZE = 8
+_DECODED_LOCK = threading.Lock()
 
 
 class EntryWriter:
     """Applies journal entries to a write transaction, and the SMT changes they imply.
 
     :meth:`write` appends the entry (optionally), applies its derived mutations and its MMR
-    nodes, and notes the memories and edges whose SMT leaves changed; :meth:`flush` applies
-    those SMT changes. SMT updates are deferred so that a batch (or a stretch of a replay)
-    hashes each changed leaf once.
+    nodes, hands its keyword changes to :attr:`keywords`, and notes the memories and edges
+    whose SMT leaves changed; :meth:`flush` writes the open keyword segment and applies
+    those SMT changes. Both are deferred so that a batch (or a stretch of a replay)
+    writes the open segment once and hashes each changed leaf once.
 
     Attributes:
         dirty: memory ids whose head changed since the last flush.
         dirty_edges: out-keys of the edges that changed since the last flush.
+        keywords: the keyword segments being written.
     """
 
-    __slots__ = ("dirty", "dirty_edges", "hash_name", "identity")
+    __slots__ = ("dirty", "dirty_edges", "hash_name", "identity", "keywords")
 
     def __init__(self, identity: Identity) -> None:
         self.identity = identity
         self.hash_name = identity.hash_name
         self.dirty: dict[bytes, None] = {}
         self.dirty_edges: dict[bytes, None] = {}
+        self.keywords = KeywordSegments()
 
     def write(
         self,
@@ -55,9 +93,11 @@ class EntryWriter:
         """
         if append:
             txn.append_entry(entry.seq, data)
-        txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted))
+        changes: list[KeywordChange] = []
+        txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted, keywords=changes))
         row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
         txn.apply_mutations(row)
+        self.keywords.advance(txn, entry.seq, changes)
         self.dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
         self.dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
         leaf: bytes = row[0][2][:32]  # type: ignore[index]  # a put: the leaf comes first
@@ -69,9 +109,210 @@ class EntryWriter:
         return len(self.dirty) + len(self.dirty_edges)
 
     def flush(self, txn: WriteTxn | MemTxn) -> None:
-        """Apply the SMT changes of the entries written since the last flush."""
+        """Write the open keyword segment and the statistics, and apply the SMT changes
+        of the entries written since the last flush."""
+        self.keywords.flush(txn)
         if self.dirty or self.dirty_edges:
             changes = smt_mutations(self.hash_name, txn.get, self.dirty, self.dirty_edges)
             txn.apply_mutations(changes)
             self.dirty.clear()
             self.dirty_edges.clear()
+
+
+class KeywordSegments:
+    """The keyword segments (``core.segments``) that a stretch of entries writes.
+
+    The open level-0 segment and the statistics are kept in memory, loaded from the
+    transaction on first need: :meth:`advance` changes them entry by entry, writes a
+    level-0 segment when its range completes and merges at the end of a higher level's
+    range; :meth:`flush` writes the open segment and the statistics as they stand. The
+    rows after a flush depend only on the entries applied, never on where flushes fell.
+    """
+
+    __slots__ = ("dirty", "docs", "done", "first", "stats", "stats_dirty", "unwritten")
+
+    def __init__(self) -> None:
+        #: the first seq of the open range whose segment :attr:`docs` holds (0: none)
+        self.first = 0
+        #: the open segment: memory id -> its terms
+        self.docs: dict[bytes, dict[str, int]] = {}
+        #: the open segment changed since it was loaded or written
+        self.dirty = False
+        #: ``[memories indexed, sum of their lengths]``, once loaded
+        self.stats: list[int] | None = None
+        self.stats_dirty = False
+        #: the completed segments of the lowest levels this writer wrote, by (level,
+        #: first seq): what the next merge reads without decoding blocks
+        self.done: dict[tuple[int, int], Postings] = {}
+        #: those of :attr:`done` not written yet (the next flush writes them)
+        self.unwritten: set[tuple[int, int]] = set()
+
+    def advance(self, txn: WriteTxn | MemTxn, seq: int, changes: list[KeywordChange]) -> None:
+        """Apply the keyword changes of the entry at ``seq``, then complete the level-0
+        range if ``seq`` ends it (writing its segment, or merging at a higher range's end).
+
+        Raises:
+            CorruptionError: the statistics would drop below zero, or a stored segment
+                is malformed.
+        """
+        if changes:
+            stats = self.stats
+            if stats is None:
+                stats = self.stats = list(decode_stats(txn.get("postings", STATS)))
+            first = range_first(0, seq)
+            for change in changes:
+                stats[0] += (change.terms is not None) - (change.before != 0)
+                stats[1] += change.length - change.before_length
+                if change.before >= first or change.terms is not None:
+                    docs = self._open(txn, first)
+                    docs.pop(change.memory_id, None)
+                    if change.terms is not None:
+                        docs[change.memory_id] = change.terms
+                    self.dirty = True
+            self.stats_dirty = True
+        if seq % FANOUT == 0:
+            level = merge_level(seq)
+            if level:
+                self._merge(txn, level, seq)
+            elif self.dirty:
+                # completed: written at the next flush, unless a merge takes it first
+                self.done[0, self.first] = Postings.from_docs(self.docs)
+                self.unwritten.add((0, self.first))
+            self.first, self.docs, self.dirty = 0, {}, False
+
+    def flush(self, txn: WriteTxn | MemTxn) -> None:
+        """Write the completed segments still held in memory, the open segment and the
+        statistics row as they stand."""
+        for level, first in sorted(self.unwritten):
+            self._write(txn, level, first, self.done[level, first])
+        self.unwritten.clear()
+        if self.dirty:
+            rows = docs_blocks(0, self.first, self.docs)
+            _replace(txn, [key for key, _ in _segment_rows(txn, 0, self.first, self.first)], rows)
+            if len(rows) == 1:
+                with _DECODED_LOCK:  # writers of other stores may run on other threads
+                    if len(_DECODED) >= _DECODED_SIZE:
+                        del _DECODED[next(iter(_DECODED))]
+                    _DECODED[rows[0][1]] = dict(self.docs)
+            self.dirty = False
+        if self.stats_dirty and self.stats is not None:
+            stats = encode_stats(*self.stats)
+            if stats is None:
+                txn.apply_mutations([("postings", STATS, None)])
+            else:
+                txn.put("postings", STATS, stats)
+            self.stats_dirty = False
+
+    def _open(self, txn: WriteTxn | MemTxn, first: int) -> dict[bytes, dict[str, int]]:
+        """The open segment of the range starting at ``first``, loaded on first use."""
+        if self.first != first:
+            docs: dict[bytes, dict[str, int]] = {}
+            rows = _segment_rows(txn, 0, first, first)
+            known = _DECODED.get(rows[0][1]) if len(rows) == 1 else None
+            if known is not None:
+                docs.update(known)
+            for key, value in rows if known is None else ():
+                for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
+                    docs.setdefault(memory_id, {}).update(terms)
+            self.first, self.docs = first, docs
+        return self.docs
+
+    def _write(self, txn: WriteTxn | MemTxn, level: int, first: int, postings: Postings) -> None:
+        """Write one segment in place of what the table holds of it."""
+        old = [key for key, _ in _segment_rows(txn, level, first, first)]
+        _replace(txn, old, segment_blocks(level, first, postings))
+
+    def _merge(self, txn: WriteTxn | MemTxn, level: int, seq: int) -> None:
+        """Merge every segment inside the level-``level`` range that ``seq`` ends into one
+        level-``level`` segment, dropping the postings no longer live (liveness: the
+        memory's index seq, as the attributes rows hold it, lies in the posting's segment's
+        range)."""
+        first = seq - span(level) + 1
+        old: list[bytes] = []
+        children: list[tuple[int, int, Postings]] = []
+        for lower in range(level):
+            for key, value in _segment_rows(txn, lower, first, seq):
+                old.append(key)
+                child = segment_of_key(key)
+                if child[0] == 0 and child[1] == self.first:
+                    continue  # the open segment held in memory is the current one
+                kept = self.done.get(child)
+                if kept is None:
+                    children.append((*child, decode_block(value, key[PREFIX_SIZE:])))
+        # the children held in memory (the unwritten ones are not in the table)
+        children.extend(
+            (*child, postings)
+            for child, postings in sorted(self.done.items())
+            if child[0] < level and first <= child[1] <= seq
+        )
+        parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
+        if self.first:
+            held = Postings.from_docs(self.docs)
+            parts.append((held, np.ones(len(held), dtype=np.bool_)))
+        if children:
+            index_seqs = _index_seqs(txn, np.concatenate([p.ids for _, _, p in children]))
+            at = 0
+            for child_level, child_first, postings in children:
+                mine = index_seqs[at : at + len(postings)]
+                at += len(postings)
+                live = (mine >= child_first) & (mine < child_first + span(child_level))
+                parts.append((postings, live))
+        merged = Postings.merge(parts)
+        self.done = {child: kept for child, kept in self.done.items() if child[1] < first}
+        self.unwritten = {child for child in self.unwritten if child[1] < first}
+        if level < _KEPT_LEVELS:
+            _replace(txn, old, [])
+            self.done[level, first] = merged
+            self.unwritten.add((level, first))
+        else:
+            _replace(txn, old, segment_blocks(level, first, merged))
+
+
+def _index_seqs(
+    txn: WriteTxn | MemTxn, ids: np.typing.NDArray[np.uint8]
+) -> np.typing.NDArray[np.int64]:
+    """The current index seq of each memory id (one 16-byte row of ``ids`` each), one
+    attributes row read per distinct id."""
+    halves = np.ascontiguousarray(ids).view(">u8").reshape(-1, 2)
+    order = np.lexsort((halves[:, 1], halves[:, 0]))
+    ordered = halves[order]
+    starts = np.ones(len(order), dtype=np.bool_)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    group = np.cumsum(starts) - 1
+    blob = np.ascontiguousarray(ids[order[starts]]).tobytes()
+    found = np.zeros(int(starts.sum()), dtype=np.int64)
+    for position in range(len(found)):
+        memory_id = blob[position * 16 : position * 16 + 16]
+        raw = txn.get("salience", attrs_key(memory_id))
+        if raw is None:
+            raise CorruptionError(
+                f"a keyword segment names memory {memory_id.hex()}, which has no attributes row",
+                table="postings",
+            )
+        found[position] = index_seq_of(raw)
+    result = np.empty(len(order), dtype=np.int64)
+    result[order] = found[group]
+    return result
+
+
+def _segment_rows(
+    txn: WriteTxn | MemTxn, level: int, first: int, last: int
+) -> list[tuple[bytes, bytes]]:
+    """The blocks of the level-``level`` segments whose first seq lies in ``[first, last]``."""
+    head = SEGMENT + bytes((level,))
+    found = []
+    for key, value in txn.iter_items("postings", head, segment_prefix(level, first)):
+        if int.from_bytes(key[2:PREFIX_SIZE], "big") > last:
+            break
+        found.append((bytes(key), bytes(value)))
+    return found
+
+
+def _replace(txn: WriteTxn | MemTxn, old: list[bytes], rows: list[tuple[bytes, bytes]]) -> None:
+    """Delete the rows ``old`` that ``rows`` does not rewrite, and put ``rows``."""
+    kept = {key for key, _ in rows}
+    changes: list[tuple[str, bytes, bytes | None]] = [
+        ("postings", key, None) for key in old if key not in kept
+    ]
+    changes.extend(("postings", key, value) for key, value in rows)
+    txn.apply_mutations(changes)

@@ -53,7 +53,7 @@ from .keys import (
     ID_SIZE,
     version_key,
 )
-from .postings import postings_set
+from .postings import KeywordChange, index_terms
 from .signals import (
     CONSOLIDATION_PPM,
     AttrsRow,
@@ -364,7 +364,12 @@ def _entry_body(entry: Entry) -> tuple[Memory, bytes]:
 
 
 def apply(
-    identity: Identity, entry: Entry, view: StateView, *, trusted: bool = False
+    identity: Identity,
+    entry: Entry,
+    view: StateView,
+    *,
+    trusted: bool = False,
+    keywords: list[KeywordChange] | None = None,
 ) -> list[Mutation]:
     """The derived-state changes ``entry`` makes, given the state before it.
 
@@ -373,6 +378,10 @@ def apply(
     computed the entry's id themselves; replay calls it on every entry and the id of each
     ``write`` is recomputed and checked.
 
+    The keyword index is not among the mutations: each memory the entry (re)indexes or
+    stops indexing is appended to ``keywords`` (when given), and the write sequence
+    (``writing.EntryWriter``) turns those changes into segments (``core.segments``).
+
     Raises:
         CorruptionError: the entry cannot follow the state (an unknown memory, a wrong id,
             an update of a tombstone, a version out of sequence).
@@ -380,8 +389,10 @@ def apply(
     op = entry.op
     if op == "edge" or op == "unedge":
         return _apply_edge(entry, view)
+    if keywords is None:
+        keywords = []
     if op == "access":
-        return _apply_access(entry, view)
+        return _apply_access(entry, view, keywords)
     out: list[Mutation] = []
     mid = entry.memory_id
     ns = entry.ns
@@ -400,11 +411,20 @@ def apply(
                 VersionState(entry.seq, entry.at, body_bytes).encode(),
             )
         )
+        terms = index_terms(memory)
+        length = sum(terms.values())
+        keywords.append(KeywordChange(mid, 0, 0, terms, length))
         row = AttrsRow.of(
-            memory, ns=ns, status="active", at=entry.at, created_at=entry.at, updated_at=entry.at
+            memory,
+            ns=ns,
+            status="active",
+            at=entry.at,
+            created_at=entry.at,
+            updated_at=entry.at,
+            index_seq=entry.seq,
+            length=length,
         )
         out.append(("salience", attrs_key(mid), row.encode()))
-        out.extend(postings_set(view, mid, memory))
         if isinstance(memory, LearnWeights):
             out.append(weights_mutation(memory.weights))
         return out
@@ -420,7 +440,7 @@ def apply(
         new = VersionState(entry.seq, entry.at, body_bytes)
         out.append(("versions", version_key(mid, version), new.encode()))
         head = attrs.evolve(head, head=version, latest=version, updated_at=entry.at)
-        _put_head(view, mid, head, memory, new.at, out)
+        _put_head(view, entry.seq, mid, head, memory, new.at, out, keywords)
     elif op == "head":
         version = entry.fields["version"]
         if not 1 <= version <= head.latest or version == head.head:
@@ -428,10 +448,10 @@ def apply(
         new = _load_version(view, mid, version, entry.seq)
         memory = new.memory()
         head = attrs.evolve(head, head=version, updated_at=entry.at)
-        _put_head(view, mid, head, memory, new.at, out)
+        _put_head(view, entry.seq, mid, head, memory, new.at, out, keywords)
     elif op == "tombstone":
         reason = entry.fields.get("reason", "")
-        out.extend(_set_status(view, entry, mid, head, "tombstoned", reason=reason))
+        out.extend(_set_status(view, entry, mid, head, "tombstoned", keywords, reason=reason))
     elif op == "status":
         status = entry.fields["status"]
         if (head.status, status) not in STATUS_MOVES:
@@ -439,7 +459,7 @@ def apply(
                 f"journal entry {entry.seq} moves a memory from {head.status} to {status}"
             )
         reason = entry.fields.get("reason", "")
-        out.extend(_set_status(view, entry, mid, head, status, reason=reason))
+        out.extend(_set_status(view, entry, mid, head, status, keywords, reason=reason))
     else:  # pragma: no cover - decode_entry admits only known ops
         raise CorruptionError(f"journal entry {entry.seq} has unknown op {op!r}")
     return out
@@ -447,14 +467,19 @@ def apply(
 
 def _put_head(
     view: StateView,
+    seq: int,
     memory_id: bytes,
     head: HeadState,
     memory: Memory,
     version_at: int,
     out: list[Mutation],
+    keywords: list[KeywordChange],
 ) -> None:
-    """A new head version: the head record, the attributes row and the keyword postings."""
+    """A new head version: the head record and the attributes row; an active memory is
+    indexed again, at ``seq``."""
     out.append(("heads", memory_id, head.encode()))
+    terms = index_terms(memory) if head.status == "active" else None
+    index_seq, length = _reindex(keywords, seq, memory_id, _load_attrs(view, memory_id, seq), terms)
     row = AttrsRow.of(
         memory,
         ns=head.ns,
@@ -462,9 +487,10 @@ def _put_head(
         at=version_at,
         created_at=head.created_at,
         updated_at=head.updated_at,
+        index_seq=index_seq,
+        length=length,
     )
     out.append(("salience", attrs_key(memory_id), row.encode()))
-    out.extend(postings_set(view, memory_id, memory if head.status == "active" else None))
 
 
 def _set_status(
@@ -473,22 +499,43 @@ def _set_status(
     memory_id: bytes,
     head: HeadState,
     status: str,
+    keywords: list[KeywordChange],
     *,
     reason: str = "",
 ) -> list[Mutation]:
-    """Move a memory to ``status``: head, attributes row, postings."""
+    """Move a memory to ``status``: head and attributes row; it is indexed at the entry's
+    seq if it becomes active, and no longer indexed otherwise."""
     out: list[Mutation] = []
     changed = attrs.evolve(head, status=status, updated_at=entry.at, reason=reason or head.reason)
     out.append(("heads", memory_id, changed.encode()))
+    before = _load_attrs(view, memory_id, entry.seq)
+    terms = None
+    if status == "active":
+        terms = index_terms(_load_version(view, memory_id, head.head, entry.seq).memory())
+    index_seq, length = _reindex(keywords, entry.seq, memory_id, before, terms)
     row = attrs.evolve(
-        _load_attrs(view, memory_id, entry.seq), status=status, updated_at=entry.at
+        before, status=status, updated_at=entry.at, index_seq=index_seq, length=length
     )
     out.append(("salience", attrs_key(memory_id), row.encode()))
-    memory = None
-    if status == "active":
-        memory = _load_version(view, memory_id, head.head, entry.seq).memory()
-    out.extend(postings_set(view, memory_id, memory))
     return out
+
+
+def _reindex(
+    keywords: list[KeywordChange],
+    seq: int,
+    memory_id: bytes,
+    before: AttrsRow,
+    terms: dict[str, int] | None,
+) -> tuple[int, int]:
+    """Index a memory at ``seq`` with ``terms`` (None: stop indexing it), reporting the
+    change; returns its new ``(index seq, length)``."""
+    if terms is None:
+        if before.index_seq:
+            keywords.append(KeywordChange(memory_id, before.index_seq, before.length, None, 0))
+        return 0, 0
+    length = sum(terms.values())
+    keywords.append(KeywordChange(memory_id, before.index_seq, before.length, terms, length))
+    return seq, length
 
 
 def _load_attrs(view: StateView, memory_id: bytes, seq: int) -> AttrsRow:
@@ -551,7 +598,9 @@ def _apply_edge(entry: Entry, view: StateView) -> list[Mutation]:
     return out
 
 
-def _apply_access(entry: Entry, view: StateView) -> list[Mutation]:
+def _apply_access(
+    entry: Entry, view: StateView, keywords: list[KeywordChange]
+) -> list[Mutation]:
     """Count a late-binding read of each memory the entry names; an archived memory that
     is read becomes active again."""
     ids = entry.fields["ids"]
@@ -562,7 +611,7 @@ def _apply_access(entry: Entry, view: StateView) -> list[Mutation]:
         if head is None or head.ns != entry.ns:
             raise CorruptionError(f"journal entry {entry.seq} accesses an unknown memory")
         if head.status == "archived":
-            out.extend(_set_status(view, entry, mid, head, "active"))
+            out.extend(_set_status(view, entry, mid, head, "active", keywords))
     out.extend(access_mutations(view, ids, entry.at))
     return out
 

@@ -13,25 +13,32 @@ Layout (``id`` is the 16-byte memory id; integers big-endian)::
                               strength >= 0.5 (what ``compact`` examines)
 
     attributes row:
-    +----+------+--------+-------+----------+------------+--------+------------+
-    | 01 | type | status | flags | priority | confidence | at     | created_at | updated_at |
+    +----+------+--------+-------+----------+------------+--------+------------+------------+
+    | 02 | type | status | flags | priority | confidence | at     | created_at | updated_at |
     |    | u8   | u8     | u8    | u8       | f64        | u64 ms | u64 ms     | u64 ms     |
     +----+------+--------+-------+----------+------------+--------+------------+------------+
+    +-----------+--------+
+    | index seq | length |
+    | u64       | u32    |
+    +-----------+--------+
     +--------+----+------------+-----------------------------+
     | ns len | ns | tag count  | per tag: u16 len, UTF-8 tag |
     | u8     |    | u8         |                             |
     +--------+----+------------+-----------------------------+
 
 ``flags`` bit 0 is ``pinned``; ``at`` is when the head version was written; ``updated_at``
-when an entry last changed the memory (its status included); tags are in the memory's
-(sorted) order. The row duplicates what ``heads`` and the head version hold,
+when an entry last changed the memory (its status included); ``index seq`` is the seq of
+the entry that last (re)indexed it for keyword search and ``length`` its indexed length
+(both 0 when it is not indexed: ``core.segments``); tags are in the memory's (sorted)
+order. The row duplicates what ``heads`` and the head version hold,
 so that the in-memory query index (``cortexgraph.index``) loads from one scan of small rows
 instead of decoding every body.
 
 Invariants:
 
 - R1 every memory has exactly one attributes row, equal to what its head state and head
-  version say (type, status, pinned, priority, confidence, at, created_at, ns, tags).
+  version say (type, status, pinned, priority, confidence, at, created_at, ns, tags),
+  and to its keyword indexing (index seq, length; K1).
 - R2 ``X`` is the maximum access count, ``Y`` the maximum in-degree, and ``D`` counts
   in-degrees exactly (``Y`` is the largest ``deg`` with a ``D`` row).
 - R3 ``W`` holds the weights of the last ``LearnWeights`` memory written (five integers
@@ -63,6 +70,7 @@ __all__ = [
     "attrs_key",
     "degree_key",
     "degree_mutations",
+    "index_seq_of",
     "max_access",
     "max_in_degree",
     "memory_factors",
@@ -79,13 +87,16 @@ _STATUS_CODE = {name: code for code, name in enumerate(MEMORY_STATUSES, start=1)
 _TYPE_NAME = {t.type_code: t.type_name for t in MEMORY_TYPES}
 _TYPE_CODE = {t.type_name: t.type_code for t in MEMORY_TYPES}
 
-_ROW = struct.Struct(">BBBBBdQQQB")
+_ROW = struct.Struct(">BBBBBdQQQQIB")
+#: where the index seq lies in an attributes row (read without decoding the row)
+_INDEX_SEQ = struct.Struct(">Q")
+_INDEX_SEQ_AT = 37
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
 _ACCESS = struct.Struct(">IQ")
 _WEIGHTS = struct.Struct(">" + "I" * WEIGHT_COUNT)
-_LAYOUT = 1
+_LAYOUT = 2
 
 ATTRS = b"m"
 ACCESS = b"a"
@@ -137,10 +148,23 @@ class AttrsRow:
     updated_at: int
     ns: str
     tags: tuple[str, ...]
+    #: the seq of the entry that last (re)indexed the memory (0: not indexed)
+    index_seq: int = 0
+    #: its keyword-index length (0: not indexed)
+    length: int = 0
 
     @classmethod
     def of(
-        cls, memory: Memory, *, ns: str, status: str, at: int, created_at: int, updated_at: int
+        cls,
+        memory: Memory,
+        *,
+        ns: str,
+        status: str,
+        at: int,
+        created_at: int,
+        updated_at: int,
+        index_seq: int,
+        length: int,
     ) -> AttrsRow:
         return cls(
             memory.type_name,
@@ -153,6 +177,8 @@ class AttrsRow:
             updated_at,
             ns,
             memory.tags,
+            index_seq,
+            length,
         )
 
     def encode(self) -> bytes:
@@ -168,6 +194,8 @@ class AttrsRow:
                 self.at,
                 self.created_at,
                 self.updated_at,
+                self.index_seq,
+                self.length,
                 len(ns),
             ),
             ns,
@@ -182,11 +210,14 @@ class AttrsRow:
     @classmethod
     def decode(cls, data: bytes) -> AttrsRow:
         try:
-            layout, type_code, status, flags, priority, confidence, at, created, updated, ns_len = (
-                _ROW.unpack_from(data)
-            )
+            (
+                layout, type_code, status, flags, priority, confidence, at, created, updated,
+                index_seq, indexed_length, ns_len,
+            ) = _ROW.unpack_from(data)  # fmt: skip
             if layout != _LAYOUT or flags > 1 or not 1 <= priority <= 10:
                 raise ValueError("bad layout, flags or priority")
+            if index_seq == 0 and indexed_length:
+                raise ValueError("a length without an index seq")
             if not 0.0 <= confidence <= 1.0:
                 raise ValueError("confidence out of range")
             pos = _ROW.size + ns_len
@@ -212,9 +243,22 @@ class AttrsRow:
                 updated,
                 ns,
                 tuple(tags),
+                index_seq,
+                indexed_length,
             )
         except (struct.error, ValueError, KeyError, IndexError) as exc:
             raise CorruptionError(f"an attributes row is malformed ({exc})") from None
+
+
+def index_seq_of(row: bytes) -> int:
+    """The index seq an encoded attributes row holds (read without decoding the row).
+
+    Raises:
+        CorruptionError: the row is too short or of another layout.
+    """
+    if len(row) < _ROW.size or row[0] != _LAYOUT:
+        raise CorruptionError("an attributes row is malformed (too short or bad layout)")
+    return int(_INDEX_SEQ.unpack_from(row, _INDEX_SEQ_AT)[0])
 
 
 def _u32(view: _View, key: bytes) -> int:

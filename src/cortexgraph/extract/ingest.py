@@ -213,7 +213,7 @@ class _Ingest:
     def place(self, memory: Memory, ns: str) -> MemoryURI:
         """Write ``memory`` unless it duplicates one; link it to its best match."""
         terms = frozenset(term_counts(index_text(memory)))
-        matches = similar_memories(self.batch.txn, terms, ns)
+        matches = similar_memories(self.batch.keyword_txn(), terms, ns)
         best, other = matches[0] if matches else (0, b"")
         if self.cosine and matches and link_decision(best).action != "none" and best < 600_000:
             best = self._cosine(memory, ns, other)

@@ -1,16 +1,19 @@
 """BM25 over the keyword index: term postings as arrays, kept current by the catch-up.
 
-The ``postings`` table holds, per term, one key per memory whose indexed version holds
-it (with the term frequency), and per memory its forward posting (length and terms).
-:meth:`Keywords.bm25` scores every memory that holds any query term, with numpy, from
-the postings of each term read once from LMDB and then kept in memory.
+The ``postings`` table holds the keyword index as immutable segments (``core.segments``):
+a term's postings are read from every segment (one seek each, :func:`term_segments`) and
+a posting counts only while it is live (the memory's index seq, the ``iseq`` column,
+lies in its segment's range). :meth:`Keywords.bm25` scores every memory that holds any
+query term, with numpy, from the live postings of each term read once from LMDB and then
+kept in memory.
 
 Invariants:
 
 - A kept term posting answers exactly as a fresh read of LMDB would at the table's seq:
-  each entry carries the generation (``gen`` column) it was valid for and is ignored
-  once the memory's head moved on; the catch-up appends the new head's entry for every
-  kept term it holds (:meth:`Keywords.follow`); a build drops them all.
+  each entry carries the index seq it was live for and is ignored once the memory's
+  index seq moved on (re-indexed or no longer indexed); the catch-up appends the entry
+  of every memory indexed anew for each kept term it holds (:meth:`Keywords.follow`); a
+  build drops them all.
 - The scores use the same float operations in the same order as
   ``core.text.bm25_scores``, the reference the tests compare against.
 """
@@ -22,20 +25,76 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-from ..core.postings import posting_prefix, read_stats
+from ..core.segments import (
+    PREFIX_SIZE,
+    SEGMENT,
+    STATS,
+    IdArray,
+    block_term,
+    decode_stats,
+    segment_of_key,
+    segment_prefix,
+    span,
+)
 from ..core.text import Bm25Params, bm25_idf
 from ..errors import CorruptionError
 from ..store.txn import ReadTxn
 from .table import Change, Rows, Table
 
-__all__ = ["Keywords"]
+__all__ = ["Keywords", "read_stats", "segment_list", "term_segments"]
+
+
+def segment_list(txn: ReadTxn) -> list[tuple[int, int]]:
+    """``(level, first seq)`` of every segment the ``postings`` table holds, in key
+    order: one cursor seek per segment (it jumps past each segment's blocks)."""
+    found: list[tuple[int, int]] = []
+    with txn.cursor("postings") as cur:
+        target = SEGMENT
+        while cur.set_range(target):
+            key = cur.key()
+            if key[:1] != SEGMENT:
+                break
+            level, first = segment_of_key(bytes(key))
+            found.append((level, first))
+            target = segment_prefix(level, first + 1)
+    return found
+
+
+def term_segments(
+    txn: ReadTxn, term: str, segments: list[tuple[int, int]] | None = None
+) -> list[tuple[int, int, IdArray, npt.NDArray[np.int64]]]:
+    """A term's postings in each segment that has some: ``(level, first seq, ids,
+    term frequencies)``, live or not (one seek per segment).
+
+    Args:
+        segments: the segments to look in (:func:`segment_list` when None).
+    """
+    raw = term.encode("utf-8")
+    found = []
+    with txn.cursor("postings") as cur:
+        for level, first in segment_list(txn) if segments is None else segments:
+            prefix = segment_prefix(level, first)
+            if not cur.set_range(prefix + raw):
+                continue
+            key = cur.key()
+            if key[:PREFIX_SIZE] != prefix:
+                continue
+            hit = block_term(bytes(cur.value()), raw)
+            if hit is not None:
+                found.append((level, first, hit[0], hit[1]))
+    return found
+
+
+def read_stats(txn: ReadTxn) -> tuple[int, int]:
+    """``(memories indexed, sum of their lengths)`` (K2)."""
+    return decode_stats(txn.get("postings", STATS))
 
 #: cached term posting lists beyond this many are dropped (and rescanned on demand)
 _MAX_CACHED_TERMS = 50_000
 
 
 class _Terms:
-    """One term's postings as arrays, with the generation each entry was valid for."""
+    """One term's postings as arrays, with the index seq each entry was live for."""
 
     __slots__ = ("gen", "pending", "rows", "tf")
 
@@ -60,44 +119,47 @@ class Keywords:
         self._terms: dict[str, _Terms] = {}
 
     def following(self) -> bool:
-        """Whether a catch-up must report the moved heads' postings: only while some
-        term is kept (a keyword recall read it)."""
+        """Whether a catch-up must report the memories indexed anew with their terms:
+        only while some term is kept (a keyword recall read it)."""
         return bool(self._terms)
 
     def follow(self, change: Change) -> None:
-        """Add the new heads' entries to the kept terms (under the table's lock)."""
+        """Add the entries of the memories indexed anew to the kept terms (under the
+        table's lock)."""
         if change.rebuilt:
             self._terms = {}
             return
         terms = self._terms
-        for row, seq, forward in change.heads:
-            if forward is not None:
-                for term, tf in forward.items():
+        for row, index_seq, indexed in change.heads:
+            if indexed is not None:
+                for term, tf in indexed.items():
                     cached = terms.get(term)
                     if cached is not None:
-                        cached.pending.append((row, tf, seq))
+                        cached.pending.append((row, tf, index_seq))
 
     def term_postings(self, txn: ReadTxn, term: str) -> tuple[Rows, Rows]:
         """``(rows, term frequencies)`` of the memories whose indexed version holds
-        ``term``, read from LMDB once and then kept current by the catch-up."""
-        gen = self._table.cols["gen"]
+        ``term`` (the live postings of every segment), read from LMDB once and then kept
+        current by the catch-up."""
+        iseq = self._table.cols["iseq"]
         cached = self._terms.get(term)
         if cached is None:
-            prefix = posting_prefix(term)
-            keys, values = txn.prefix_range("postings", prefix)
-            count = len(keys)
-            width = len(prefix) + 16
-            joined_keys, joined_values = b"".join(keys), b"".join(values)
-            if len(joined_keys) != count * width or len(joined_values) != 4 * count:
-                raise CorruptionError(f"a posting of {term!r} is malformed")
-            ids = np.frombuffer(joined_keys, dtype=np.uint8).reshape(count, width)
-            rows_array = self._rows_of(ids[:, len(prefix) :], term)
-            tf = np.frombuffer(joined_values, dtype=">u4").astype(np.int64)
+            rows_parts: list[Rows] = [np.zeros(0, dtype=np.int64)]
+            tf_parts: list[Rows] = [np.zeros(0, dtype=np.int64)]
+            for level, first, ids, tf in term_segments(txn, term):
+                rows = self._rows_of(ids, term)
+                held = iseq[rows]
+                live = (held >= first) & (held < first + span(level))
+                rows_parts.append(rows[live])
+                tf_parts.append(tf[live])
+            rows_array = np.concatenate(rows_parts)
             if len(self._terms) >= _MAX_CACHED_TERMS:
                 self._terms.clear()
-            cached = self._terms[term] = _Terms(rows_array, tf, gen[rows_array])
+            cached = self._terms[term] = _Terms(
+                rows_array, np.concatenate(tf_parts), iseq[rows_array]
+            )
         cached.settle()
-        valid = cached.gen == gen[cached.rows]
+        valid = cached.gen == iseq[cached.rows]
         if valid.all():
             return cached.rows, cached.tf
         return cached.rows[valid], cached.tf[valid]

@@ -70,7 +70,7 @@ __all__ = ["FORMAT", "SNAPSHOT_EVERY", "SNAPSHOT_FILE", "SnapshotFile", "catch_u
 #: the layout and meaning of the file: bump it whenever the file's layout changes or a
 #: build computes any stored column, tag set or namespace differently, so that files
 #: written by another version are passed over rather than served
-FORMAT = 1
+FORMAT = 2
 SNAPSHOT_FILE = "columns.snapshot"
 #: a writable handle rewrites the file on close once the store is this many journal
 #: entries past it: a reader then catches up at most about this many (about 5 ms)

@@ -40,7 +40,7 @@ import numpy.typing as npt
 from ..core.codec import decode_unchecked
 from ..core.journal import head_ids
 from ..core.keys import ID_SIZE, seq_key
-from ..core.postings import FORWARD, read_forward
+from ..core.postings import head_terms
 from ..core.salience import round_ppm
 from ..core.signals import (
     ACCESS,
@@ -105,14 +105,17 @@ _COLUMNS: dict[str, Any] = {
     "idlo": np.uint64,  # the last 8 bytes of the id
     "gen": np.int64,  # seq of the last entry that changed the memory's head (0: at build)
     "dlen": np.int64,  # keyword-index length of the memory (0: not indexed)
+    "iseq": np.int64,  # index seq: the entry that last (re)indexed it (0: not indexed)
     "conf_ppm": np.int64,  # the confidence factor (core.salience.round_ppm(confidence))
     "prio_ppm": np.int64,  # the priority factor (round_ppm(priority / 10))
 }
 
 #: the columns copied from the attributes rows (the rest: access, in-degree, id key, ...)
-_ATTR_COLUMNS = ("type", "status", "pinned", "priority", "confidence", "at", "updated", "ns")
-#: the columns a build reads from the other rows of a memory (counters, forward posting)
-_SIGNAL_COLUMNS = ("access", "indeg", "dlen")
+_ATTR_COLUMNS = (
+    "type", "status", "pinned", "priority", "confidence", "at", "updated", "ns", "dlen", "iseq",
+)  # fmt: skip
+#: the columns a build reads from the other rows of a memory (counters)
+_SIGNAL_COLUMNS = ("access", "indeg")
 #: the columns a :class:`TableImage` holds; a build derives the others from these and the
 #: ids (``conf_ppm``, ``prio_ppm``, ``idkey``, ``idlo``) or starts them at 0 (``gen``)
 STORED_COLUMNS = {name: _COLUMNS[name] for name in (*_ATTR_COLUMNS, *_SIGNAL_COLUMNS)}
@@ -136,8 +139,8 @@ class Change(NamedTuple):
     touched: Rows
     #: the posting lists whose rows changed
     posted: frozenset[PostingKey]
-    #: per memory whose head changed: its row, the seq of the change, and its forward
-    #: keyword posting (term -> frequency; None: not indexed); empty unless the
+    #: per memory indexed anew (its index seq moved to a new seq other than 0): its row,
+    #: its index seq and its indexed terms (term -> frequency); empty unless the
     #: catch-up was asked for them (``advance(..., heads=True)``)
     heads: tuple[tuple[int, int, dict[str, int] | None], ...]
 
@@ -221,10 +224,9 @@ class Table:
         when none was made, the journal went back or is too far ahead, else a catch-up.
         Call it under :attr:`lock`; the caller sets :attr:`seq` once the parts followed.
 
-        ``heads``: report the moved heads' forward postings (:attr:`Change.heads`). Only
-        ask when a part will read them: keeping a decoded posting per moved head alive
-        until the parts follow costs a catch-up of 1,000 writes about 5% (the garbage
-        collector runs on what it keeps).
+        ``heads``: report the terms of the memories indexed anew (:attr:`Change.heads`),
+        recomputed from their head versions. Only ask when a part will read them: they
+        cost a catch-up the tokenizing of every memory indexed anew.
         """
         scale = (self.max_access, self.max_indeg, self.weights)
         rebuilt = self.seq < 0 or last < self.seq or last - self.seq > CATCH_UP_LIMIT
@@ -271,7 +273,7 @@ class Table:
         tag_of: list[int] = []
         ns_codes: dict[str, int] = {}
         values: dict[str, list[Any]] = {name: [] for name in _ATTR_COLUMNS}
-        types, statuses, pinned, priorities, confidences, ats, updates, nss = (
+        types, statuses, pinned, priorities, confidences, ats, updates, nss, dlens, iseqs = (
             values[name] for name in _ATTR_COLUMNS
         )
         for key, value in txn.iter_items("salience", ATTRS):
@@ -286,6 +288,8 @@ class Table:
             ats.append(attrs.at)
             updates.append(attrs.updated_at)
             nss.append(ns_codes.setdefault(attrs.ns, len(ns_codes)))
+            dlens.append(attrs.length)
+            iseqs.append(attrs.index_seq)
         count = len(ids)
         columns = {name: np.asarray(values[name], dtype=_COLUMNS[name]) for name in _ATTR_COLUMNS}
         for name in _SIGNAL_COLUMNS:  # read below, once the rows are numbered
@@ -303,12 +307,6 @@ class Table:
                         " which has no attributes row"
                     )
                 column[row] = int.from_bytes(value[:4], "big")
-        dlen = self.cols["dlen"]
-        for key, value in txn.iter_items("postings", FORWARD):
-            row = self.row_of.get(bytes(key[1:]))
-            if row is None:
-                raise CorruptionError("the keyword index holds a memory without attributes")
-            dlen[row] = int.from_bytes(value[1:5], "big")
 
     def _fill(self, image: TableImage, ids: list[bytes] | None = None) -> None:
         """Number the rows of ``image`` (rows in id order) afresh: the ids and their map,
@@ -402,8 +400,8 @@ class Table:
         self, txn: ReadTxn, since: int, last: int, report: bool
     ) -> tuple[list[int], tuple[tuple[int, int, dict[str, int] | None], ...]]:
         """Re-read the memories the journal entries after ``since`` (up to ``last``)
-        touched; returns their rows, and (if ``report``) per memory whose head changed its
-        row, seq and forward posting."""
+        touched; returns their rows, and (if ``report``) per memory indexed anew its row,
+        index seq and terms."""
         touched: dict[bytes, None] = {}
         heads: dict[bytes, int] = {}
         with txn.cursor("journal") as cur:
@@ -422,23 +420,27 @@ class Table:
                 if entry["seq"] >= last:
                     break
         rows: list[int] = []
+        indexed: list[int] = []
         for memory_id in touched:
             raw = txn.get("salience", ATTRS + memory_id)
             if raw is None:
                 raise CorruptionError(f"memory {memory_id.hex()} has no attributes row")
-            row = self._set_attrs(memory_id, AttrsRow.decode(raw))
+            attrs = AttrsRow.decode(raw)
+            known = self.row_of.get(memory_id)
+            anew = known is None or self.cols["iseq"][known] != attrs.index_seq
+            row = self._set_attrs(memory_id, attrs)
             rows.append(row)
+            if report and attrs.index_seq and anew:
+                indexed.append(row)
             self.cols["access"][row] = read_access(txn, memory_id)[0]
             self.cols["indeg"][row] = read_in_degree(txn, memory_id)
-        moved: list[tuple[int, int, dict[str, int] | None]] = []
         for memory_id, seq in heads.items():
-            row = self.row_of[memory_id]
-            self.cols["gen"][row] = seq
-            forward = read_forward(txn, memory_id)
-            self.cols["dlen"][row] = 0 if forward is None else forward[0]
-            if report:
-                moved.append((row, seq, None if forward is None else forward[1]))
-        return rows, tuple(moved)
+            self.cols["gen"][self.row_of[memory_id]] = seq
+        iseq = self.cols["iseq"]  # (after the rows above: a new row may have grown it)
+        moved = tuple(
+            (row, int(iseq[row]), head_terms(txn, self.ids[row])) for row in indexed
+        )
+        return rows, moved
 
     def _set_attrs(self, memory_id: bytes, attrs: AttrsRow) -> int:
         row = self.row_of.get(memory_id)
@@ -469,6 +471,8 @@ class Table:
         cols["at"][row] = attrs.at
         cols["updated"][row] = attrs.updated_at
         cols["ns"][row] = ns
+        cols["dlen"][row] = attrs.length
+        cols["iseq"][row] = attrs.index_seq
         self.tags[row] = attrs.tags
         self._post(("type", attrs.type_name), row)
         for tag in attrs.tags:

@@ -70,11 +70,15 @@ class MemTxn:
             keys = self._keys[table] = sorted(self.tables[table])
         return keys
 
-    def iter_items(self, table: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """``(key, value)`` pairs whose key starts with ``prefix``, in byte order."""
+    def iter_items(
+        self, table: str, prefix: bytes, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs whose key starts with ``prefix``, in byte order (from
+        the first key at or above ``start``, when given)."""
         keys = self._sorted(table)
         rows = self.tables[table]
-        for i in range(bisect.bisect_left(keys, prefix), len(keys)):
+        begin = prefix if start is None else max(start, prefix)
+        for i in range(bisect.bisect_left(keys, begin), len(keys)):
             key = keys[i]
             if not key.startswith(prefix):
                 return

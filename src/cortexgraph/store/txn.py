@@ -101,11 +101,14 @@ class ReadTxn:
             raise self._error(exc, table, "scan") from exc
         return found, values
 
-    def iter_items(self, table: str, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """``(key, value)`` pairs of ``table`` whose key starts with ``prefix``, in order."""
+    def iter_items(
+        self, table: str, prefix: bytes, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs of ``table`` whose key starts with ``prefix``, in order
+        (from the first key at or above ``start``, when given)."""
         try:
             with self._txn.cursor(db=self._dbs[table]) as cur:
-                if not cur.set_range(prefix):
+                if not cur.set_range(prefix if start is None else max(start, prefix)):
                     return
                 for key, value in cur:
                     if not key.startswith(prefix):
