@@ -41,6 +41,7 @@ from .core.commitments import SnapshotManifest, build_smt_rows, manifest_for, mm
 from .core.graph import OUT
 from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key, seq_key
+from .core.segments import build_postings
 from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
 from .handle import Handle, open_handle
@@ -138,7 +139,7 @@ def _replay(
     on_entry: Callable[[int, bytes, bytes], None] | None = None,
     checkpoints: Iterable[int] = (),
     on_checkpoint: Callable[[int], None] | None = None,
-    bulk_smt: bool = False,
+    bulk: bool = False,
 ) -> int:
     """Apply ``entries`` (seq, bytes) in order onto the derived state in ``txn``.
 
@@ -147,16 +148,19 @@ def _replay(
     ``CorruptionError`` naming the seq of the first entry that cannot be decoded or
     applied. ``on_entry(seq, bytes, mmr leaf hash)`` is called after each entry.
 
-    ``bulk_smt`` (a whole journal into empty tables): unless a checkpoint needs the SMT on
-    the way, it is built once at the end, bottom-up from every memory and edge
-    (:func:`~cortexgraph.core.commitments.build_smt_rows`), instead of updated in stretches;
-    the rows are the same (S2).
+    ``bulk`` (a whole journal into empty in-memory tables): the keyword segments are built
+    once at the end from every keyword change (:func:`~cortexgraph.core.segments.
+    build_postings`) instead of written and merged as the entries go, and, unless a
+    checkpoint needs the SMT on the way, the SMT is built once at the end, bottom-up from
+    every memory and edge (:func:`~cortexgraph.core.commitments.build_smt_rows`), instead
+    of updated in stretches. The rows are the same either way (J4, S2).
     """
-    writer = EntryWriter(identity)
     stops = sorted(set(checkpoints))
+    whole = bulk and isinstance(txn, MemTxn) and after == 0
+    writer = EntryWriter(identity, gather_keywords=whole)
     stop_at = 0
     size = after
-    flush_every = _SMT_FLUSH if not bulk_smt or stops else None
+    flush_every = None if whole and not stops else _SMT_FLUSH
     for seq, data in entries:
         if seq != size + 1:
             raise ReplayError(size + 1, f"journal entry {size + 1} is missing (next is {seq})")
@@ -182,6 +186,10 @@ def _replay(
                 on_checkpoint(seq)
         if progress is not None and seq % _PROGRESS_EVERY == 0:
             progress(seq, total)
+    if whole and isinstance(txn, MemTxn):
+        txn.apply_mutations(
+            [("postings", k, v) for k, v in build_postings(writer.keyword_changes or (), size)]
+        )
     if flush_every is None and isinstance(txn, MemTxn):
         memories = list(txn.tables["heads"])
         edges = [key for key in txn.tables["edges"] if key[:1] == OUT]
@@ -274,7 +282,7 @@ def replay_in_memory(
         on_entry=on_entry,
         checkpoints=checkpoints,
         on_checkpoint=None if on_checkpoint is None else lambda seq: on_checkpoint(tables, seq),
-        bulk_smt=True,
+        bulk=True,
     )
     return tables
 

@@ -63,16 +63,23 @@ class EntryWriter:
         dirty: memory ids whose head changed since the last flush.
         dirty_edges: out-keys of the edges that changed since the last flush.
         keywords: the keyword segments being written.
+        keyword_changes: with ``gather_keywords``, every keyword change in seq order
+            ``(seq, memory id, terms or None)`` instead of segments written as it goes;
+            a whole-journal replay builds the ``postings`` table from them at the end
+            (``core.segments.build_postings``: the same rows).
     """
 
-    __slots__ = ("dirty", "dirty_edges", "hash_name", "identity", "keywords")
+    __slots__ = ("dirty", "dirty_edges", "hash_name", "identity", "keyword_changes", "keywords")
 
-    def __init__(self, identity: Identity) -> None:
+    def __init__(self, identity: Identity, *, gather_keywords: bool = False) -> None:
         self.identity = identity
         self.hash_name = identity.hash_name
         self.dirty: dict[bytes, None] = {}
         self.dirty_edges: dict[bytes, None] = {}
         self.keywords = KeywordSegments()
+        self.keyword_changes: list[tuple[int, bytes, dict[str, int] | None]] | None = (
+            [] if gather_keywords else None
+        )
 
     def write(
         self,
@@ -97,7 +104,12 @@ class EntryWriter:
         txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted, keywords=changes))
         row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
         txn.apply_mutations(row)
-        self.keywords.advance(txn, entry.seq, changes)
+        gathered = self.keyword_changes
+        if gathered is None:
+            self.keywords.advance(txn, entry.seq, changes)
+        else:
+            seq = entry.seq
+            gathered.extend((seq, change.memory_id, change.terms) for change in changes)
         self.dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
         self.dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
         leaf: bytes = row[0][2][:32]  # type: ignore[index]  # a put: the leaf comes first
