@@ -103,8 +103,9 @@ def replay_plain(directory: Path, steps: list[tuple[Sequence[int], np.ndarray]])
 
 
 def test_upsert_many_reports_progress(tmp_path: Path) -> None:
-    """progress(done, total) is called after each chunk of rows, ending at the total."""
-    index = VectorIndex.open(tmp_path, name="test-embedder", dim=DIM)
+    """progress(done, total) is called after each chunk of rows inserted into the graph,
+    ending at the total."""
+    index = VectorIndex.open(tmp_path, name="test-embedder", dim=DIM, full_scan_threshold=0)
     calls: list[tuple[int, int]] = []
     count = 2 * BULK_CHUNK + 5
     index.upsert_many(
