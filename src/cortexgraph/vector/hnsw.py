@@ -6,9 +6,10 @@ of float32) every search is exact: one matrix product over the normalised vector
 rule Qdrant calls ``full_scan_threshold``. Above it, searches go through an HNSW graph
 (hnswlib), built from the vectors in one bulk insert the first time it is needed and kept
 up to date from then on, with ties put in id order and an exact search when the graph
-cannot fill a request. Exact searches over a given set of ids are always available. It keeps hnswlib's labels dense (V1) and removed ids
-labelled but never returned (V2). What it saves, and what is checked before a saved index
-is used (the file layout, V1-V4), is in :mod:`cortexgraph.vector.files`.
+cannot fill a request. Exact searches over a given set of ids are always available. It
+keeps labels dense (V1) and removed ids labelled but never returned (V2). What it saves,
+and what is checked before a saved index is used (the file layout, V1-V4), is in
+:mod:`cortexgraph.vector.files`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy.typing as npt
 
 from ..errors import ValidationError
 from . import files
-from .files import INITIAL_CAPACITY, ID_SIZE, SPACE, IndexFiles, Status, Unusable, file_stem
+from .files import ID_SIZE, INITIAL_CAPACITY, SPACE, IndexFiles, Status, Unusable, file_stem
 
 __all__ = ["FULL_SCAN_BYTES", "INITIAL_CAPACITY", "VectorIndex", "full_scan_limit"]
 
