@@ -104,13 +104,18 @@ def full_scan_limit(dim: int) -> int:
     return FULL_SCAN_BYTES // (4 * dim)
 
 
-def _normalise_rows(matrix: Vector) -> Vector:
-    """Each row scaled to unit length as :func:`_normalise` scales one vector."""
-    # one row's sum of squares does not depend on the other rows: the same bits alone or
-    # in any batch
-    norms = np.sqrt((matrix * matrix).sum(axis=1, dtype=np.float32), dtype=np.float32)
-    scale = np.float32(1.0) / (norms + np.float32(1e-30))
-    return cast(Vector, (matrix * scale[:, np.newaxis]).astype(np.float32))
+def _normalise_rows(matrix: Vector, out: Vector | None = None) -> Vector:
+    """Each row scaled to unit length as :func:`_normalise` scales one vector, in blocks
+    of :data:`BULK_CHUNK` rows (which stay in cache). One row's sum of squares does not
+    depend on the other rows, so a vector gets the same bits alone or in any batch."""
+    if out is None:
+        out = np.empty_like(matrix, dtype=np.float32)
+    for start in range(0, len(matrix), BULK_CHUNK):
+        block = matrix[start : start + BULK_CHUNK]
+        norms = np.sqrt((block * block).sum(axis=1, dtype=np.float32), dtype=np.float32)
+        scale = np.float32(1.0) / (norms + np.float32(1e-30))
+        np.multiply(block, scale[:, np.newaxis], out=out[start : start + BULK_CHUNK])
+    return cast(Vector, out)
 
 
 def _normalise(vector: Vector) -> Vector:
@@ -616,20 +621,24 @@ class VectorIndex:
             self._matrix = matrix
         return self._matrix[:count]
 
-    def _store_rows(self, labels: npt.NDArray[np.int64], rows: Vector) -> None:
-        """Write the normalised ``rows`` of ``labels`` into the matrix, growing it (by
-        doubling) to hold every label given out. With a graph, the rows are read back
-        from it instead (the vectors the graph scores), once the matrix exists."""
+    def _store_rows(self, labels: npt.NDArray[np.int64], vectors: Vector) -> None:
+        """Write ``vectors`` (the rows of ``labels``), normalised, into the matrix, growing
+        it (by doubling) to hold every label given out. With a graph, the rows are read
+        back from it instead (the vectors the graph scores), once the matrix exists."""
         if self._matrix is None:
             return
-        if self._index is not None:
-            rows = np.asarray(self._index.get_items(labels), dtype=np.float32)
         count = len(self._ids)
         if count > self._matrix.shape[0]:
             grown = np.zeros((max(2 * self._matrix.shape[0], count), self.dim), dtype=np.float32)
             grown[: self._matrix.shape[0]] = self._matrix
             self._matrix = grown
-        self._matrix[labels] = rows
+        if self._index is not None:
+            self._matrix[labels] = np.asarray(self._index.get_items(labels), dtype=np.float32)
+        elif int(labels[-1]) - int(labels[0]) + 1 == len(labels) and (np.diff(labels) == 1).all():
+            # consecutive labels (new ids, the common case): straight into place
+            _normalise_rows(vectors, out=self._matrix[int(labels[0]) : int(labels[-1]) + 1])
+        else:
+            self._matrix[labels] = _normalise_rows(vectors)
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -703,8 +712,11 @@ class VectorIndex:
         # the last vector of an id given twice wins, as in the graph
         last = dict(zip(label_array.tolist(), range(total), strict=True))
         touched = np.fromiter(last, dtype=np.int64, count=len(last))
-        rows = np.fromiter(last.values(), dtype=np.int64, count=len(last))
-        self._store_rows(touched, _normalise_rows(matrix[rows]))
+        if len(last) == total:  # no id twice: the rows in order, no copy
+            self._store_rows(touched, matrix)
+        else:
+            rows = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+            self._store_rows(touched, matrix[rows])
         self._deleted.difference_update(last)
         self._dirty = True
         if self._index is None:

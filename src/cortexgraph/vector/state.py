@@ -246,17 +246,20 @@ class VectorState:
 
     def _vectors(
         self, txn: ReadTxn, texts: list[str], progress: Progress | None
-    ) -> tuple[list[npt.NDArray[np.float32]], int]:
-        """Vectors for ``texts``: from the ``emb`` cache, else embedded (and cached), in
-        chunks; and how many texts were embedded."""
+    ) -> tuple[npt.NDArray[np.float32], int]:
+        """Vectors for ``texts``, one row each: from the ``emb`` cache, else embedded (and
+        cached), in chunks; and how many texts were embedded."""
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
-        found: dict[bytes, npt.NDArray[np.float32]] = {}
-        for key in keys:
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        rows: dict[bytes, list[int]] = {}  # the rows of each key not cached
+        for row, key in enumerate(keys):
             vector = cached_vector(txn, key, dim)
             if vector is not None:
-                found[key] = vector
-        missing = list(dict.fromkeys(k for k in keys if k not in found))
+                out[row] = vector
+            else:
+                rows.setdefault(key, []).append(row)
+        missing = list(rows)
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
             if progress is not None:
@@ -264,10 +267,11 @@ class VectorState:
             for start in range(0, len(missing), EMBED_BATCH):
                 chunk = missing[start : start + EMBED_BATCH]
                 pending = {key: text_of[key] for key in chunk}
-                found.update(embed_and_cache(self.env, self.embedder, pending))
+                for key, vector in embed_and_cache(self.env, self.embedder, pending).items():
+                    out[rows[key]] = vector
                 if progress is not None:
                     progress(start + len(chunk), len(missing))
-        return [found[key] for key in keys], len(missing)
+        return out, len(missing)
 
     def save(self) -> None:
         """Save the index if it changed since it was loaded or saved (never on a read-only
