@@ -115,7 +115,7 @@ def _normalise_rows(matrix: Vector, out: Vector | None = None) -> Vector:
         norms = np.sqrt((block * block).sum(axis=1, dtype=np.float32), dtype=np.float32)
         scale = np.float32(1.0) / (norms + np.float32(1e-30))
         np.multiply(block, scale[:, np.newaxis], out=out[start : start + BULK_CHUNK])
-    return cast(Vector, out)
+    return out
 
 
 def _normalise(vector: Vector) -> Vector:
