@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EMBED_BATCH",
     "SAVE_EVERY",
+    "SAVE_FRACTION",
     "Progress",
     "VectorState",
     "cached_vector",
@@ -42,17 +43,36 @@ __all__ = [
     "embed_and_cache",
     "index_directory",
     "live_texts",
+    "save_due",
     "uncached",
 ]
 
 #: ``progress(done, total)``, called as long work advances
 Progress = Callable[[int, int], None]
 
-#: a writer saves its vector index once this many journal entries are not in the saved
-#: one (at the next recall, or after the batch with ``embed_on_write``), so a reader
-#: loading it catches up at most about this many memories (about 0.1 ms each)
+#: a writer saves its vector index once the saved one lacks this many journal entries,
+#: or a :data:`SAVE_FRACTION` of the entries it holds if that is more (at the next
+#: recall, or after the batch with ``embed_on_write``); a reader loading it catches up
+#: at most that many memories, from the cache (about 15 µs each without a graph)
 SAVE_EVERY = 1_000
+#: a save rewrites the whole index (150 MB at 100,000 vectors of 384 dimensions): with a
+#: lag that grows with the index, n writes cost O(n) bytes of saves, not O(n^2)
+SAVE_FRACTION = 4
 EMBED_BATCH = 256
+
+
+def save_due(last: int, saved: int | None) -> bool:
+    """Whether an index saved at journal seq ``saved`` (None: none saved) lags the
+    journal's end ``last`` enough to save it again: by :data:`SAVE_EVERY` entries, or by
+    ``1 / SAVE_FRACTION`` of ``saved`` when that is more.
+
+    >>> save_due(999, None), save_due(1_000, None), save_due(41_000, 40_000)
+    (False, True, False)
+    >>> save_due(50_000, 40_000)
+    True
+    """
+    base = saved or 0
+    return last - base >= max(SAVE_EVERY, base // SAVE_FRACTION)
 
 
 def content_key(name: str, text: str) -> bytes:
@@ -147,7 +167,6 @@ class VectorState:
         )
         #: the watermark of the index saved on disk (None: none saved)
         self.saved: int | None = self.index.watermark if self.index.status == "loaded" else None
-        self.unsaved = 0
         #: column-index row of each vector label (-1: none), for the numbering of the
         #: column index's build ``_rows_build``
         self._rows: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -228,9 +247,8 @@ class VectorState:
         for memory_id in sorted(gone):
             if memory_id in index:
                 index.remove(memory_id)
-        self.unsaved += len(live) + len(gone)
         index.watermark = last
-        if self.unsaved >= SAVE_EVERY:
+        if save_due(last, self.saved):
             self.save()
         return embedded
 
@@ -280,7 +298,6 @@ class VectorState:
         if not self.env.readonly and (index.dirty or index.watermark != self.saved):
             index.save(index.watermark)
             self.saved = index.watermark
-        self.unsaved = 0
 
     def query(self, text: str) -> npt.NDArray[np.float32]:
         """A query's vector: the text embedded as it is, without the ``[type] [ns]`` prefix
