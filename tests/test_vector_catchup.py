@@ -189,3 +189,20 @@ def test_bad_thresholds_are_refused(tmp_path: Path, threshold: int) -> None:
     for bad in (-1, 1.5, True, "10"):
         with pytest.raises(cg.ValidationError):
             VectorIndex.open(tmp_path, name="e", dim=4, full_scan_threshold=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dim", [12, 384])
+def test_a_vectors_exact_score_does_not_depend_on_its_row(tmp_path: Path, dim: int) -> None:
+    """Exact search scores a vector the same, to the bit, whatever its label and however
+    many vectors the index holds: two indexes given the same vectors in different orders
+    (one holding more) return the same similarities for the same ids."""
+    vectors = unit_vectors(3001, seed=8, dim=dim)
+    order = np.random.default_rng(9).permutation(3001)
+    forward = VectorIndex.open(tmp_path / "f", name="e", dim=dim)
+    forward.upsert_many([mid(i) for i in range(3001)], vectors)
+    shuffled = VectorIndex.open(tmp_path / "s", name="e", dim=dim)
+    shuffled.upsert_many([mid(int(i)) for i in order[:2000]], vectors[order[:2000]])
+    kept = {mid(int(i)) for i in order[:2000]}
+    for q in unit_vectors(10, seed=10, dim=dim):
+        expected = [(m, s) for m, s in forward.exact_search(q, 3001) if m in kept]
+        assert shuffled.exact_search(q, 2000) == expected

@@ -94,6 +94,19 @@ def _pick(items: Sequence[_T], indexes: Sequence[int]) -> list[_T]:
     return list(operator.itemgetter(*indexes)(items))
 
 
+def _scores(matrix: Vector, q: Vector) -> Vector:
+    """The float32 dot product of each row of ``matrix`` with ``q``.
+
+    ``einsum`` computes each row alone, in one fixed order, so a vector's score does not
+    depend on its row or on how many rows there are; a BLAS matrix product (``matrix @
+    q``) blocks rows, and the same vector's score could differ in its last bit with its
+    position, which would let the order of ties depend on the history of the index rather
+    than on its contents. It is as fast: both read the matrix once.
+    """
+    out: Vector = np.einsum("ij,j->i", matrix, q)
+    return out
+
+
 def full_scan_limit(dim: int) -> int:
     """The default ``full_scan_threshold`` for vectors of ``dim`` components: as many as
     fit in :data:`FULL_SCAN_BYTES` of float32.
@@ -540,7 +553,7 @@ class VectorIndex:
             vectors = self._matrix[labels]
         else:  # hnswlib's stored vectors, read back one by one (about 30 µs each)
             vectors = np.asarray(self._index.get_items(labels), dtype=np.float32)
-        sims = (vectors @ q).tolist()
+        sims = _scores(vectors, q).tolist()
         ids_of = self._ids
         order = sorted(range(len(labels)), key=lambda i: (-sims[i], ids_of[labels[i]]))
         ranked = [sims[i] for i in order]
@@ -582,7 +595,7 @@ class VectorIndex:
         count, live = len(self._ids), len(self)
         if live == 0:
             return [], []
-        sims = self._vectors() @ q
+        sims = _scores(self._vectors(), q)
         if self._deleted:
             sims[np.fromiter(self._deleted, dtype=np.int64, count=len(self._deleted))] = -np.inf
         ids = self._ids
