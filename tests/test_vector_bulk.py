@@ -195,9 +195,9 @@ def test_the_same_journal_and_catch_ups_give_the_same_index_and_answers(tmp_path
 
 def test_catching_up_once_or_after_every_batch_gives_the_same_answers(tmp_path: Path) -> None:
     """Catching up after every batch or once at the end gives the same vector and hybrid
-    answers here. The graphs differ (one catch-up inserts in id order, the others in journal
-    order), but at 240 memories the graph search (ef 100 or more) finds the exact
-    neighbours, so the answers do not depend on it."""
+    answers: the labels are given in another order (one catch-up inserts in id order, the
+    others in journal order), but below the full-scan threshold searches are exact, so the
+    answers are a function of the journal alone."""
     each, _ = write_store(tmp_path / "each", sync_each_batch=True)
     once, _ = write_store(tmp_path / "once", sync_each_batch=False)
     assert each == once

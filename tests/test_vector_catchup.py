@@ -15,7 +15,6 @@ import cortexgraph as cg
 from cortexgraph.core.body import encode_body
 from cortexgraph.core.codec import decode
 from cortexgraph.core.fusion import embed_text, embed_text_of_body
-from cortexgraph.embed import HashEmbedder
 from cortexgraph.vector import VectorIndex
 from cortexgraph.vector.hnsw import full_scan_limit
 from strategies import memories
@@ -146,39 +145,6 @@ def test_a_flat_index_loaded_above_the_threshold_builds_its_graph(tmp_path: Path
     q = unit_vectors(1, seed=7)[0]
     hits = low.search(q, 5)
     assert low.has_graph and len(hits) == 5
-
-
-TEXTS = [
-    f"{verb} the {thing} for {team}"
-    for verb in ("deploy", "review", "test", "roll back")
-    for thing in ("api", "billing service", "search index", "web app", "queue")
-    for team in ("core", "payments", "infra")
-]
-
-
-def answers(root: Path, *, sync_each: bool) -> list[list[str]]:
-    with cg.open(root, "tester", sync=False, embedder=HashEmbedder(64)) as cx:
-        for start in range(0, len(TEXTS), 13):
-            with cx.batch() as b:
-                for offset, text in enumerate(TEXTS[start : start + 13]):
-                    b.write(cg.Fact(text=text), at=1_700_000_000_000 + 1000 * (start + offset))
-            if sync_each:
-                cx.recall("deploy", k=3, mode="vector")
-        assert not cx._vector_state().index.has_graph
-        return [
-            [str(hit.uri) for hit in cx.recall(query, k=10, mode=mode).hits]
-            for query in ("deploy api", "billing core", "roll back the queue")
-            for mode in ("vector", "hybrid")
-        ]
-
-
-def test_recall_answers_do_not_depend_on_when_the_index_caught_up(tmp_path: Path) -> None:
-    """A store's vector and hybrid answers are the same whether its index caught up after
-    every batch or once at the end: below the threshold they are exact, a function of the
-    journal alone."""
-    assert answers(tmp_path / "each", sync_each=True) == answers(
-        tmp_path / "once", sync_each=False
-    )
 
 
 @pytest.mark.parametrize("threshold", [0, 10_000])

@@ -295,34 +295,47 @@ class IndexFiles:
         labels = {mid: label for label, mid in enumerate(ids)}
         if len(labels) != count:
             raise Unusable("damaged", "the ids file repeats an id")
+        index: Any = None
+        matrix: npt.NDArray[np.float32] | None = None
         if kind == "flat":
-            if len(blob) != 4 * self.dim * count:
-                raise Unusable("damaged", f"{index_path.name} does not hold one vector per label")
-            matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
-            matrix[:count] = np.frombuffer(blob, dtype="<f4").reshape(count, self.dim)
-            if not np.isfinite(matrix).all():
-                raise Unusable("damaged", f"{index_path.name} holds a value that is not finite")
-            return Loaded(
-                generation=generation,
-                index=None,
-                matrix=matrix,
-                capacity=capacity,
-                ids=ids,
-                labels=labels,
-                deleted=set(meta["deleted"]),
-                watermark=meta["watermark"],
-            )
+            matrix = self._vectors(index_path, blob, count)
+        else:
+            index = self._graph(index_path, index_head, count, capacity)
+        return Loaded(
+            generation=generation,
+            index=index,
+            matrix=matrix,
+            capacity=capacity,
+            ids=ids,
+            labels=labels,
+            deleted=set(meta["deleted"]),
+            watermark=meta["watermark"],
+        )
+
+    def _vectors(self, path: Path, blob: bytes, count: int) -> npt.NDArray[np.float32]:
+        """A flat index's vectors from its checked ``.vec`` file, in a matrix of at least
+        one row."""
+        if len(blob) != 4 * self.dim * count:
+            raise Unusable("damaged", f"{path.name} does not hold one vector per label")
+        matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
+        matrix[:count] = np.frombuffer(blob, dtype="<f4").reshape(count, self.dim)
+        if not np.isfinite(matrix).all():
+            raise Unusable("damaged", f"{path.name} holds a value that is not finite")
+        return matrix
+
+    def _graph(self, path: Path, head: bytes, count: int, capacity: int) -> Any:
+        """The hnswlib index from its checked ``.hnsw`` file, its header checked first."""
         # hnswlib's header starts with three size_t: level-0 offset, max_elements, count
-        if len(index_head) < 24:
-            raise Unusable("damaged", f"{index_path.name} is too short for hnswlib's header")
-        header = np.frombuffer(index_head[:24], dtype="<u8").tolist()
+        if len(head) < 24:
+            raise Unusable("damaged", f"{path.name} is too short for hnswlib's header")
+        header = np.frombuffer(head[:24], dtype="<u8").tolist()
         if header[1:] != [capacity, count]:
-            raise Unusable("damaged", f"{index_path.name}'s header disagrees with the metadata")
+            raise Unusable("damaged", f"{path.name}'s header disagrees with the metadata")
         index = hnswlib.Index(space=SPACE, dim=self.dim)
         try:
-            index.load_index(str(index_path), max_elements=capacity)
+            index.load_index(str(path), max_elements=capacity)
         except (RuntimeError, ValueError, OSError) as exc:
-            raise Unusable("damaged", f"hnswlib cannot load {index_path.name}: {exc}") from None
+            raise Unusable("damaged", f"hnswlib cannot load {path.name}: {exc}") from None
         shape = (
             int(index.element_count),
             int(index.get_max_elements()),
@@ -331,17 +344,8 @@ class IndexFiles:
             len(index.get_ids_list()),
         )
         if shape != (count, capacity, self.M, self.ef_construction, count):
-            raise Unusable("damaged", f"{index_path.name} disagrees with the metadata")
-        return Loaded(
-            generation=generation,
-            index=index,
-            matrix=None,
-            capacity=capacity,
-            ids=ids,
-            labels=labels,
-            deleted=set(meta["deleted"]),
-            watermark=meta["watermark"],
-        )
+            raise Unusable("damaged", f"{path.name} disagrees with the metadata")
+        return index
 
     @staticmethod
     def _check_file(path: Path, want: dict[str, Any], digest: str, size: int) -> None:
