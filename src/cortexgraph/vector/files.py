@@ -42,6 +42,9 @@ Invariants:
   partial one.
 - V4 inserts are single-threaded with a fixed seed: the same history of upserts, removes,
   saves and opens gives the same data files, byte for byte, and the same search results.
+- V5 with at most ``full_scan_threshold`` live vectors searches are exact and no graph
+  exists (kind ``"flat"``: the ``.vec`` file); the upsert that passes it builds the graph
+  from every vector in label order (kind ``"hnsw"`` from then on).
 
 hnswlib does not persist the state of its level generator: an index reopened from disk draws
 the levels of later inserts from a generator reseeded to a fixed default, so "build 1,000,
