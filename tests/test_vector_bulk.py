@@ -44,8 +44,10 @@ def history(seed: int) -> list[tuple[str, list[int], np.ndarray]]:
     return steps
 
 
-def replay(directory: Path, *, bulk: bool, seed: int) -> VectorIndex:
-    index = VectorIndex.open(directory, name="test-embedder", dim=DIM)
+def replay(directory: Path, *, bulk: bool, seed: int, threshold: int | None) -> VectorIndex:
+    index = VectorIndex.open(
+        directory, name="test-embedder", dim=DIM, full_scan_threshold=threshold
+    )
     for kind, ids, vectors in history(seed):
         if kind == "remove":
             for i in ids:
@@ -59,14 +61,16 @@ def replay(directory: Path, *, bulk: bool, seed: int) -> VectorIndex:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("threshold", [None, 0], ids=["flat", "graph"])
 def test_upsert_many_gives_the_bytes_and_answers_of_one_upsert_at_a_time(
-    tmp_path: Path, seed: int
+    tmp_path: Path, seed: int, threshold: int | None
 ) -> None:
     """A history of bulk upserts (growing past the initial capacity, updating, un-removing,
     an id twice in one call) saves the same index files, byte for byte, and answers the same
-    searches as the same upserts made one at a time."""
-    one = replay(tmp_path / "one", bulk=False, seed=seed)
-    bulk = replay(tmp_path / "bulk", bulk=True, seed=seed)
+    searches as the same upserts made one at a time, without a graph and with one."""
+    one = replay(tmp_path / "one", bulk=False, seed=seed, threshold=threshold)
+    bulk = replay(tmp_path / "bulk", bulk=True, seed=seed, threshold=threshold)
+    assert one.has_graph == bulk.has_graph == (threshold == 0)
     assert bulk.capacity == one.capacity > INITIAL_CAPACITY
     one.save(9)
     bulk.save(9)

@@ -117,12 +117,11 @@ def full_scan_limit(dim: int) -> int:
     return FULL_SCAN_BYTES // (4 * dim)
 
 
-def _normalise_rows(matrix: Vector, out: Vector | None = None) -> Vector:
+def _normalise_rows(matrix: Vector) -> Vector:
     """Each row scaled to unit length as :func:`_normalise` scales one vector, in blocks
     of :data:`BULK_CHUNK` rows (which stay in cache). One row's sum of squares does not
     depend on the other rows, so a vector gets the same bits alone or in any batch."""
-    if out is None:
-        out = np.empty_like(matrix, dtype=np.float32)
+    out = np.empty_like(matrix, dtype=np.float32)
     for start in range(0, len(matrix), BULK_CHUNK):
         block = matrix[start : start + BULK_CHUNK]
         norms = np.sqrt((block * block).sum(axis=1, dtype=np.float32), dtype=np.float32)
@@ -634,10 +633,10 @@ class VectorIndex:
             self._matrix = matrix
         return self._matrix[:count]
 
-    def _store_rows(self, labels: npt.NDArray[np.int64], vectors: Vector) -> None:
-        """Write ``vectors`` (the rows of ``labels``), normalised, into the matrix, growing
-        it (by doubling) to hold every label given out. With a graph, the rows are read
-        back from it instead (the vectors the graph scores), once the matrix exists."""
+    def _store_rows(self, labels: npt.NDArray[np.int64], rows: Vector) -> None:
+        """Write the normalised ``rows`` of ``labels`` into the matrix (if it exists: a
+        loaded graph builds it when an exact search first needs it), growing it by
+        doubling to hold every label given out."""
         if self._matrix is None:
             return
         count = len(self._ids)
@@ -645,13 +644,11 @@ class VectorIndex:
             grown = np.zeros((max(2 * self._matrix.shape[0], count), self.dim), dtype=np.float32)
             grown[: self._matrix.shape[0]] = self._matrix
             self._matrix = grown
-        if self._index is not None:
-            self._matrix[labels] = np.asarray(self._index.get_items(labels), dtype=np.float32)
-        elif int(labels[-1]) - int(labels[0]) + 1 == len(labels) and (np.diff(labels) == 1).all():
-            # consecutive labels (new ids, the common case): straight into place
-            _normalise_rows(vectors, out=self._matrix[int(labels[0]) : int(labels[-1]) + 1])
+        first, last = int(labels[0]), int(labels[-1])
+        if last - first + 1 == len(labels) and (np.diff(labels) == 1).all():
+            self._matrix[first : last + 1] = rows  # consecutive labels (new ids): a slice
         else:
-            self._matrix[labels] = _normalise_rows(vectors)
+            self._matrix[labels] = rows
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -701,7 +698,11 @@ class VectorIndex:
         self, mids: list[bytes], matrix: Vector, progress: Callable[[int, int], None] | None
     ) -> None:
         """Upsert checked ids and vectors: labels for new ids, capacity doubled to hold
-        them, the vectors into the matrix and, if there is one, the graph."""
+        them, the normalised vectors into the matrix and, if there is one, the graph.
+
+        The graph is given the normalised vectors too, as when it is built from the
+        matrix, so that every vector in it went through the same arithmetic whichever way
+        it came in (hnswlib normalises them again, which is not exactly idempotent)."""
         labels = self._labels
         fresh = dict.fromkeys(mid for mid in mids if mid not in labels)
         needed, capacity = len(self._ids) + len(fresh), self._capacity
@@ -716,20 +717,23 @@ class VectorIndex:
             self._ids.append(mid)
         label_array = np.array([labels[mid] for mid in mids], dtype=np.int64)
         total = len(mids)
+        normalised = _normalise_rows(matrix)
         if self._index is not None:
             for start in range(0, total, BULK_CHUNK):
                 stop = min(start + BULK_CHUNK, total)
-                self._index.add_items(matrix[start:stop], label_array[start:stop], num_threads=1)
+                self._index.add_items(
+                    normalised[start:stop], label_array[start:stop], num_threads=1
+                )
                 if progress is not None:
                     progress(stop, total)
         # the last vector of an id given twice wins, as in the graph
         last = dict(zip(label_array.tolist(), range(total), strict=True))
         touched = np.fromiter(last, dtype=np.int64, count=len(last))
-        if len(last) == total:  # no id twice: the rows in order, no copy
-            self._store_rows(touched, matrix)
+        if len(last) == total:  # no id twice: the rows in order
+            self._store_rows(touched, normalised)
         else:
             rows = np.fromiter(last.values(), dtype=np.int64, count=len(last))
-            self._store_rows(touched, matrix[rows])
+            self._store_rows(touched, normalised[rows])
         self._deleted.difference_update(last)
         self._dirty = True
         if self._index is None:
