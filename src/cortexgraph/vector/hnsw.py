@@ -589,7 +589,7 @@ class VectorIndex:
         first, ties by id, cut as ``first`` says.
 
         One matrix product scores every label; ``test`` is asked only about the best
-        ones, from the top down, in rounds that double how far down they look.
+        ones, from the top down, looking four times as deep each round it falls short.
         """
         count, live = len(self._ids), len(self)
         if live == 0:
