@@ -640,12 +640,16 @@ class VectorIndex:
         if self._matrix is None:
             return
         count = len(self._ids)
+        first, last = int(labels[0]), int(labels[-1])
+        consecutive = last - first + 1 == len(labels) and bool((np.diff(labels) == 1).all())
+        if self._matrix.shape[0] == 0 and consecutive and (first, last + 1) == (0, count):
+            self._matrix = rows  # the first rows of an empty index (a fresh array): no copy
+            return
         if count > self._matrix.shape[0]:
             grown = np.zeros((max(2 * self._matrix.shape[0], count), self.dim), dtype=np.float32)
             grown[: self._matrix.shape[0]] = self._matrix
             self._matrix = grown
-        first, last = int(labels[0]), int(labels[-1])
-        if last - first + 1 == len(labels) and (np.diff(labels) == 1).all():
+        if consecutive:
             self._matrix[first : last + 1] = rows  # consecutive labels (new ids): a slice
         else:
             self._matrix[labels] = rows

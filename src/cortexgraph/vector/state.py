@@ -304,8 +304,11 @@ class VectorState:
             for start in range(0, len(missing), EMBED_BATCH):
                 chunk = missing[start : start + EMBED_BATCH]
                 vectors = embed_pending(self.embedder, {key: text_of[key] for key in chunk})
-                for key, vector in vectors.items():
-                    out[rows[key]] = vector
+                # each key's first row in one assignment; a text twice gets its other rows
+                out[[rows[key][0] for key in chunk]] = np.stack(list(vectors.values()))
+                for key in chunk:
+                    if len(rows[key]) > 1:
+                        out[rows[key][1:]] = vectors[key]
                 uncached.update(vectors)
                 if len(uncached) >= CACHE_BATCH or start + len(chunk) == len(missing):
                     cache_vectors(self.env, uncached)
