@@ -172,3 +172,23 @@ def test_a_vectors_exact_score_does_not_depend_on_its_row(tmp_path: Path, dim: i
     for q in unit_vectors(10, seed=10, dim=dim):
         expected = [(m, s) for m, s in forward.exact_search(q, 3001) if m in kept]
         assert shuffled.exact_search(q, 2000) == expected
+
+
+def test_the_graph_finds_the_exact_top_10_of_a_deep_search(tmp_path: Path) -> None:
+    """Above the threshold, recall's vector channel searches 100 deep and keeps the top
+    of it: on 5,000 nearly structureless 384-dimensional vectors (noise three times the
+    spread of 50 centres) the graph's top 10 of a 100-deep search holds at least 0.98 of
+    the exact top 10 (measured 0.994: it searches with ef twice the depth; with ef equal
+    to the depth, 0.959)."""
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((50, 384))
+    data = centres[rng.integers(0, 50, 5200)] + 3.0 * rng.standard_normal((5200, 384))
+    data = (data / np.linalg.norm(data, axis=1, keepdims=True)).astype(np.float32)
+    index = VectorIndex.open(tmp_path, name="e", dim=384, full_scan_threshold=0)
+    index.upsert_many([mid(i) for i in range(5000)], data[:5000])
+    found = 0
+    for q in data[5000:]:
+        labels, _ = index.search_labels(q, 100)
+        top = {index.id_of(label) for label in labels[:10]}
+        found += len(top & {m for m, _ in index.exact_search(q, 10)})
+    assert found / (10 * 200) >= 0.98, found / 2000

@@ -511,7 +511,10 @@ class VectorIndex:
         """hnswlib's n nearest labels and distances (ascending), or None when it found
         fewer than n."""
         graph = self._graph()
-        ef = max(self.ef_search, n)
+        # twice the neighbours asked for: at 100,000 of the benches' vectors, the top 10 of
+        # a search for 101 found 0.930 of the exact ones at ef 101 and 0.973 at ef 202
+        # (0.38 -> 0.69 ms a query)
+        ef = max(self.ef_search, 2 * n)
         if ef != self._ef:
             graph.set_ef(ef)
             self._ef = ef
