@@ -48,7 +48,9 @@ def clustered(n: int, dim: int, *, clusters: int, noise: float, seed: int) -> np
     return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
 
 
-def build(directory: Path, n: int = 300, *, removed: range = range(0), **kw: int) -> VectorIndex:
+def build(
+    directory: Path, n: int = 300, *, removed: range = range(0), **kw: int | None
+) -> VectorIndex:
     index = VectorIndex.open(directory, name="test-embedder", dim=DIM, **kw)
     for i, vec in enumerate(unit_vectors(n)):
         index.upsert(mid(i), vec)
@@ -404,7 +406,8 @@ def damage_cases() -> dict[str, tuple[Callable[[VectorIndex], None], str]]:
         "wrong dim in metadata": (lambda ix: rewrite_meta(ix.meta_path, dim=DIM + 1), "damaged"),
         "wrong name in metadata": (lambda ix: rewrite_meta(ix.meta_path, name="other"), "damaged"),
         "wrong M in metadata": (lambda ix: rewrite_meta(ix.meta_path, M=8), "damaged"),
-        "wrong format": (lambda ix: rewrite_meta(ix.meta_path, format=2), "damaged"),
+        "wrong format": (lambda ix: rewrite_meta(ix.meta_path, format=1), "damaged"),
+        "unknown kind": (lambda ix: rewrite_meta(ix.meta_path, kind="ivf"), "damaged"),
         "count disagrees": (lambda ix: rewrite_meta(ix.meta_path, count=10), "damaged"),
         "capacity disagrees": (lambda ix: rewrite_meta(ix.meta_path, capacity=5000), "damaged"),
         "deleted out of range": (
@@ -423,10 +426,14 @@ def damage_cases() -> dict[str, tuple[Callable[[VectorIndex], None], str]]:
 
 
 @pytest.mark.parametrize("case", list(damage_cases()))
-def test_damage_gives_an_empty_index(tmp_path: Path, case: str) -> None:
-    """Every kind of damage opens as an empty index with watermark 0 and the expected
-    status and a reason; rebuilding and saving then loads cleanly."""
-    index = build(tmp_path, 300, removed=range(5))
+@pytest.mark.parametrize("threshold", [None, 0], ids=["flat", "graph"])
+def test_damage_gives_an_empty_index(tmp_path: Path, case: str, threshold: int | None) -> None:
+    """Every kind of damage, to a flat index (vectors only) or to one with a graph, opens
+    as an empty index with watermark 0 and the expected status and a reason; rebuilding
+    and saving then loads cleanly."""
+    index = build(tmp_path, 300, removed=range(5), full_scan_threshold=threshold)
+    index.search(unit_vectors(1)[0], 5)  # builds the graph when the threshold says so
+    assert index.has_graph == (threshold == 0)
     index.save(17)
     spoil, status = damage_cases()[case]
     spoil(index)
@@ -533,7 +540,7 @@ def test_recall_at_10_against_exact_search(tmp_path: Path) -> None:
     """recall@10 of the HNSW search against exact search is at least 0.95 on 5,000 random
     384-dimensional unit vectors around 50 centres (measured: 1.000)."""
     data = clustered(5200, 384, clusters=50, noise=2.0, seed=7)
-    index = VectorIndex.open(tmp_path, name="e", dim=384)
+    index = VectorIndex.open(tmp_path, name="e", dim=384, full_scan_threshold=0)
     for i in range(5000):
         index.upsert(mid(i), data[i])
     queries = data[5000:]
@@ -553,11 +560,11 @@ SCRIPT = textwrap.dedent(
     import blake3, numpy as np
     from cortexgraph.vector import VectorIndex
 
-    directory = Path(sys.argv[1])
+    directory, threshold = Path(sys.argv[1]), int(sys.argv[2])
     rng = np.random.default_rng(1)
     vectors = rng.standard_normal((1200, 12)).astype(np.float32)
     key = lambda i: i.to_bytes(16, "big")
-    index = VectorIndex.open(directory, name="det", dim=12)
+    index = VectorIndex.open(directory, name="det", dim=12, full_scan_threshold=threshold)
     for i in range(1100):
         index.upsert(key(i), vectors[i])
     for i in range(0, 1100, 9):
@@ -565,7 +572,7 @@ SCRIPT = textwrap.dedent(
     for i in range(0, 300, 5):
         index.upsert(key(i), vectors[1100 + i % 100])
     index.save(1)
-    index = VectorIndex.open(directory, name="det", dim=12)
+    index = VectorIndex.open(directory, name="det", dim=12, full_scan_threshold=threshold)
     for i in range(1100, 1200):
         index.upsert(key(i), vectors[i - 1100] * 2)
     index.save(2)
@@ -586,16 +593,17 @@ SCRIPT = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_same_history_same_bytes_across_processes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threshold", [0, 1_000_000], ids=["graph", "flat"])
+def test_same_history_same_bytes_across_processes(tmp_path: Path, threshold: int) -> None:
     """The same upserts, removes, updates, saves and reopens in two processes with
     different hash seeds give byte-identical data and metadata files and identical search
-    results (V4)."""
+    results (V4), with a graph and with exact search over the vectors alone."""
     outputs = []
     for hash_seed in ("1", "2"):
         directory = tmp_path / hash_seed
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         run = subprocess.run(
-            [sys.executable, "-c", SCRIPT, str(directory)],
+            [sys.executable, "-c", SCRIPT, str(directory), str(threshold)],
             env=env,
             capture_output=True,
             text=True,
@@ -706,14 +714,15 @@ def test_a_filter_on_labels_equals_the_filter_on_ids(tmp_path: Path) -> None:
 def test_search_among_gives_the_same_answer_once_exact_search_built_its_matrix(
     tmp_path: Path,
 ) -> None:
-    """search_among reads hnswlib's vectors until exact_search has built its copy, then
-    that copy; the answers are identical either way, upserts after the build included."""
-    index = build(tmp_path, 200)
+    """An index loaded with a graph has no copy of the vectors: search_among reads
+    hnswlib's vectors until exact_search has built the copy, then that copy; the answers
+    are identical either way, upserts after the build included."""
+    build(tmp_path, 200, full_scan_threshold=0).save(1)
+    index = VectorIndex.open(tmp_path, name="test-embedder", dim=DIM, full_scan_threshold=0)
     queries = unit_vectors(8, seed=11)
     chosen = [mid(i) for i in range(0, 260, 3)]
-    index.exact_search(queries[0], 5)  # builds the matrix
     for i, vec in enumerate(unit_vectors(60, seed=12)):
-        index.upsert(mid(200 + i), vec)  # new rows, copied into the matrix
-    with_matrix = [index.search_among(q, 10, chosen) for q in queries]
-    index._matrix = None  # as a process that never ran exact_search
-    assert [index.search_among(q, 10, chosen) for q in queries] == with_matrix
+        index.upsert(mid(200 + i), vec)
+    without_matrix = [index.search_among(q, 10, chosen) for q in queries]
+    index.exact_search(queries[0], 5)  # builds the copy
+    assert [index.search_among(q, 10, chosen) for q in queries] == without_matrix

@@ -44,8 +44,10 @@ def history(seed: int) -> list[tuple[str, list[int], np.ndarray]]:
     return steps
 
 
-def replay(directory: Path, *, bulk: bool, seed: int) -> VectorIndex:
-    index = VectorIndex.open(directory, name="test-embedder", dim=DIM)
+def replay(directory: Path, *, bulk: bool, seed: int, threshold: int | None) -> VectorIndex:
+    index = VectorIndex.open(
+        directory, name="test-embedder", dim=DIM, full_scan_threshold=threshold
+    )
     for kind, ids, vectors in history(seed):
         if kind == "remove":
             for i in ids:
@@ -59,14 +61,16 @@ def replay(directory: Path, *, bulk: bool, seed: int) -> VectorIndex:
 
 
 @pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("threshold", [None, 0], ids=["flat", "graph"])
 def test_upsert_many_gives_the_bytes_and_answers_of_one_upsert_at_a_time(
-    tmp_path: Path, seed: int
+    tmp_path: Path, seed: int, threshold: int | None
 ) -> None:
     """A history of bulk upserts (growing past the initial capacity, updating, un-removing,
     an id twice in one call) saves the same index files, byte for byte, and answers the same
-    searches as the same upserts made one at a time."""
-    one = replay(tmp_path / "one", bulk=False, seed=seed)
-    bulk = replay(tmp_path / "bulk", bulk=True, seed=seed)
+    searches as the same upserts made one at a time, without a graph and with one."""
+    one = replay(tmp_path / "one", bulk=False, seed=seed, threshold=threshold)
+    bulk = replay(tmp_path / "bulk", bulk=True, seed=seed, threshold=threshold)
+    assert one.has_graph == bulk.has_graph == (threshold == 0)
     assert bulk.capacity == one.capacity > INITIAL_CAPACITY
     one.save(9)
     bulk.save(9)
@@ -103,8 +107,9 @@ def replay_plain(directory: Path, steps: list[tuple[Sequence[int], np.ndarray]])
 
 
 def test_upsert_many_reports_progress(tmp_path: Path) -> None:
-    """progress(done, total) is called after each chunk of rows, ending at the total."""
-    index = VectorIndex.open(tmp_path, name="test-embedder", dim=DIM)
+    """progress(done, total) is called after each chunk of rows inserted into the graph,
+    ending at the total."""
+    index = VectorIndex.open(tmp_path, name="test-embedder", dim=DIM, full_scan_threshold=0)
     calls: list[tuple[int, int]] = []
     count = 2 * BULK_CHUNK + 5
     index.upsert_many(
@@ -194,9 +199,9 @@ def test_the_same_journal_and_catch_ups_give_the_same_index_and_answers(tmp_path
 
 def test_catching_up_once_or_after_every_batch_gives_the_same_answers(tmp_path: Path) -> None:
     """Catching up after every batch or once at the end gives the same vector and hybrid
-    answers here. The graphs differ (one catch-up inserts in id order, the others in journal
-    order), but at 240 memories the graph search (ef 100 or more) finds the exact
-    neighbours, so the answers do not depend on it."""
+    answers: the labels are given in another order (one catch-up inserts in id order, the
+    others in journal order), but below the full-scan threshold searches are exact, so the
+    answers are a function of the journal alone."""
     each, _ = write_store(tmp_path / "each", sync_each_batch=True)
     once, _ = write_store(tmp_path / "once", sync_each_batch=False)
     assert each == once

@@ -194,18 +194,31 @@ class _Reader:
         self.agent: Rows = active[keep]
         self.types: npt.NDArray[np.uint8] = types[keep]
         self._bounds: tuple[npt.NDArray[np.int64], ...] | None = None
+        self._by_type: tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]] | None = None
 
     def record(self, row: int) -> Record:
         """The row's head version (kept by the index's per-row memos)."""
         return row_record(self.txn, self.h.actor, self.index, row, self.seq)
 
-    def mask_of(self, type_name: str) -> npt.NDArray[np.bool_]:
-        """Which of :attr:`agent` are of this type (the type posting list, as a mask)."""
-        mask: npt.NDArray[np.bool_] = self.types == _TYPE_CODE[type_name]
-        return mask
+    def of_type(self, type_name: str) -> npt.NDArray[np.intp]:
+        """The positions in :attr:`agent` of this type's memories, ascending.
 
-    def rows(self, mask: npt.NDArray[np.bool_]) -> Rows:
-        rows: Rows = self.agent[mask]
+        The agent rows are grouped by type once (a stable sort of the type codes), so
+        each step of the selection reads only its own type's rows and bounds rather than
+        masking every agent row: at 100,000 memories that was about 1 ms a step.
+        """
+        if self._by_type is None:
+            order = np.argsort(self.types, kind="stable")
+            starts = np.searchsorted(self.types[order], np.arange(257))
+            self._by_type = (order, starts)
+        order, starts = self._by_type
+        code = _TYPE_CODE[type_name]
+        positions: npt.NDArray[np.intp] = order[starts[code] : starts[code + 1]]
+        return positions
+
+    def rows(self, positions: npt.NDArray[np.intp]) -> Rows:
+        """The agent rows at ``positions``."""
+        rows: Rows = self.agent[positions]
         return rows
 
     def _salience_bounds(self) -> tuple[npt.NDArray[np.int64], ...]:
@@ -215,9 +228,9 @@ class _Reader:
             self._bounds = self.index.salience_bounds(self.agent)
         return self._bounds
 
-    def by_salience(self, mask: npt.NDArray[np.bool_], most: int) -> Iterator[int]:
-        """The first ``most`` rows of ``index.ordered(self.rows(mask), "salience", now)``,
-        exactly, without scoring every row.
+    def by_salience(self, positions: npt.NDArray[np.intp], most: int) -> Iterator[int]:
+        """The first ``most`` rows of ``index.ordered(self.rows(positions), "salience",
+        now)``, exactly, without scoring every row.
 
         With bounds ``L <= score <= U`` per row: if ``l`` is the ``most``-th largest
         lower bound, every row among the exact first ``most`` has ``U >= l``; so
@@ -225,11 +238,11 @@ class _Reader:
         ``most`` are the same. Reading more than ``most`` rows from the result would be
         wrong, so it stops there.
         """
-        rows = self.rows(mask)
+        rows = self.rows(positions)
         if most <= 0:
             return iter(())
         if len(rows) > most:
-            lower, upper = (bound[mask] for bound in self._salience_bounds())
+            lower, upper = (bound[positions] for bound in self._salience_bounds())
             kth = np.partition(lower, len(rows) - most)[len(rows) - most]
             rows = rows[upper >= kth]
         return itertools.islice(self.index.ordered(rows, "salience", self.now), most)
@@ -267,13 +280,13 @@ def _floor(reader: _Reader, caps: dict[str, int], relevant: set[int]) -> list[in
         memory = reader.record(row).memory
         return not isinstance(memory, Goal) or memory.status == "active"
 
-    pinned = reader.index.cols["pinned"][reader.agent]
+    pinned = np.flatnonzero(reader.index.cols["pinned"][reader.agent])
     scan = caps["pinned"] + caps["goals_scan"]
     pinned_rows = _take(reader.by_salience(pinned, scan), caps["pinned"], active_goal, scan)
     add(pinned_rows)
     scan = caps["goals_scan"]
     goals = _take(
-        reader.by_salience(reader.mask_of("goal"), scan),
+        reader.by_salience(reader.of_type("goal"), scan),
         caps["goals"],
         lambda row: fresh(row) and active_goal(row),
         scan,
@@ -281,10 +294,10 @@ def _floor(reader: _Reader, caps: dict[str, int], relevant: set[int]) -> list[in
     add(goals)
     for step, type_name in (("constraints", "constraint"), ("preferences", "preference")):
         scan = caps[step] + len(pinned_rows)
-        rows = reader.by_salience(reader.mask_of(type_name), scan)
+        rows = reader.by_salience(reader.of_type(type_name), scan)
         add(_take(rows, caps[step], fresh, scan))
     scan = caps["facts"] + len(pinned_rows) + len(relevant)
-    facts = reader.by_salience(reader.mask_of("fact"), scan)
+    facts = reader.by_salience(reader.of_type("fact"), scan)
     add(_take(facts, caps["facts"], lambda row: fresh(row) and row not in relevant, scan))
     return chosen
 
@@ -299,7 +312,7 @@ def _channel_events(reader: _Reader, channel: str, want: int, scan: int) -> list
         memory = reader.record(row).memory
         return isinstance(memory, Event) and memory.channel == channel
 
-    events = reader.rows(reader.mask_of("event"))
+    events = reader.rows(reader.of_type("event"))
     found = _take(index.ordered(events, "recent", 0), want, on_channel, scan)
 
     def when(row: int) -> int:
@@ -437,6 +450,6 @@ def _candidates(
     rest = np.ones(len(reader.agent), dtype=np.bool_)
     taken = np.asarray(sorted(set(chosen)), dtype=np.int64)
     rest[np.searchsorted(reader.agent, taken)] = False  # every chosen row is an agent row
-    for row in reader.by_salience(rest, caps["background"]):
+    for row in reader.by_salience(np.flatnonzero(rest), caps["background"]):
         add(reader.record(row), "background")
     return items

@@ -14,13 +14,13 @@ from .errors import CortexError, ReadOnlyError, ValidationError
 from .handle import Handle
 from .vector.state import (
     EMBED_BATCH,
-    SAVE_EVERY,
     Progress,
     cached_vector,
     content_key,
     embed_and_cache,
     index_directory,
     live_texts,
+    save_due,
     uncached,
 )
 
@@ -96,8 +96,9 @@ def backfill_embeddings(h: Handle, *, progress: Progress | None = None) -> int:
 def embed_written(h: Handle, ids: Iterable[bytes]) -> None:
     """After a batch committed on a handle opened with ``embed_on_write=True``: embed and
     cache the vectors of the active memories among ``ids`` that no one cached yet, then
-    save the vector index if the saved one lags the journal by :data:`SAVE_EVERY` entries
-    or more (so readers catch up little).
+    save the vector index if the saved one lags the journal enough
+    (:func:`~cortexgraph.vector.state.save_due`: by 1,000 entries or a quarter of the
+    saved ones), so that readers catch up little.
 
     The batch is committed whatever happens here: an embedder or storage failure becomes a
     ``RuntimeWarning`` (the memories stay unembedded until a back-fill or a recall embeds
@@ -118,7 +119,7 @@ def embed_written(h: Handle, ids: Iterable[bytes]) -> None:
             if state is not None
             else VectorIndex.saved_watermark(index_directory(h.env), name=embedder.name)
         )
-        if last - (saved or 0) >= SAVE_EVERY:
+        if save_due(last, saved):
             sync_vectors(h)
             h.vector_state().save()
     except CortexError as exc:

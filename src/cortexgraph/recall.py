@@ -67,7 +67,10 @@ def exact_filter_limit(live: int) -> int:
     measured as ``0.33 ms x live / passing`` (100,000 vectors, ef 101). The two cost the
     same at ``passing = sqrt(11 x live)``: about 330 memories of 10,000, 1,050 of
     100,000. Below :data:`EXACT_FILTERED_MIN` exact search always wins: a graph search
-    that cannot fill the channel falls back to scanning every vector.
+    that cannot fill the channel falls back to scanning every vector. An index without a
+    graph (at most ``full_scan_threshold`` vectors) answers both ways exactly, with the
+    same hits; there the rule only picks the cheaper: scoring the passing memories' rows,
+    or one product over every row with the filter asked from the top down.
 
     >>> exact_filter_limit(0), exact_filter_limit(10_000), exact_filter_limit(100_000)
     (64, 331, 1048)

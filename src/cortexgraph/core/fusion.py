@@ -3,6 +3,7 @@
 - :func:`embed_text` is the text an embedder sees for a memory: ``"[type] [ns] "`` and the
   memory's text (with its summary and, for an Event, its speaker). Raw code
   (``ArtifactRef.content``) is never part of it, so it never reaches an embedder.
+  :func:`embed_text_of_body` is the same text read from a stored body's fields.
 - :func:`fuse_scores` (the default, ``fusion="score"``) scales each channel's scores to
   0..1 over its own top :data:`CHANNEL_DEPTH` (min to max) and adds them with equal weights
   (a memory outside a channel's list gets 0 there); :func:`fuse` (``fusion="rrf"``) is
@@ -19,6 +20,7 @@ three conversations and measuring the other two held up.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from .taxonomy import Event, Memory
 from .text import Bm25Params
@@ -33,6 +35,7 @@ __all__ = [
     "RECALL_BM25",
     "RRF_K",
     "embed_text",
+    "embed_text_of_body",
     "expand",
     "fuse",
     "fuse_scores",
@@ -51,13 +54,41 @@ RECALL_BM25 = Bm25Params(k1=0.9, b=0.4)
 
 def embed_text(memory: Memory, ns: str) -> str:
     """The text embedded for a memory: ``"[type] [ns] "`` then its content."""
+    speaker = memory.speaker if isinstance(memory, Event) else None
+    return _compose(memory.type_name, ns, memory.text, memory.summary, speaker)
+
+
+def embed_text_of_body(body: Mapping[str, Any], ns: str) -> str | None:
+    """:func:`embed_text` of the memory whose stored body (the decoded CBOR map) is
+    ``body``, read from its ``type``, ``text``, ``summary`` and ``speaker`` fields without
+    building the memory; None when those fields do not have the types a valid body gives
+    them (the caller then builds the memory, which names what is wrong).
+
+    Only ``Event`` has a speaker, and an empty or absent optional field is left out of a
+    body, so this equals :func:`embed_text` for every valid body (tested).
+    """
+    type_name, text = body.get("type"), body.get("text", "")  # an empty text is left out
+    summary, speaker = body.get("summary"), body.get("speaker")
+    if (
+        type(type_name) is not str
+        or type(text) is not str
+        or (summary is not None and type(summary) is not str)
+        or (speaker is not None and (type(speaker) is not str or type_name != "event"))
+    ):
+        return None
+    return _compose(type_name, ns, text, summary, speaker)
+
+
+def _compose(
+    type_name: str, ns: str, text: str, summary: str | None, speaker: str | None
+) -> str:
     parts = []
-    if isinstance(memory, Event) and memory.speaker:
-        parts.append(f"{memory.speaker}:")
-    parts.append(memory.text)
-    if memory.summary:
-        parts.append(f"({memory.summary})")
-    return f"[{memory.type_name}] [{ns}] " + " ".join(parts)
+    if speaker:
+        parts.append(f"{speaker}:")
+    parts.append(text)
+    if summary:
+        parts.append(f"({summary})")
+    return f"[{type_name}] [{ns}] " + " ".join(parts)
 
 
 def fuse(

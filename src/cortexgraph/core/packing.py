@@ -287,31 +287,67 @@ def share_out(total: int, weights: Sequence[int], demands: Sequence[int]) -> lis
 # Packing
 
 
-class _Entry:
-    """An item with its renderings and costs, computed once per form."""
+#: Renderings of recently packed records and their costs under the default estimator,
+#: by the record object: the contexts of one store pack mostly the same records call after
+#: call (the floor and the background change slowly), and a record is immutable, so its
+#: renderings and their costs are too; at 100,000 memories rendering and counting were a
+#: fifth of a context call. Each entry holds its record, so the id is not reused while it
+#: is cached; only records whose text is at most ``_MEMO_TEXT`` characters are kept, and
+#: the cache is emptied when it holds ``_MEMO_MAX`` records, which bounds its memory.
+_MEMO: dict[int, tuple[Record, dict[tuple[str, bool], tuple[str, int]]]] = {}
+_MEMO_MAX = 2048
+_MEMO_TEXT = 2048
 
-    __slots__ = ("_cost", "_text", "item")
+
+def _memo_of(record: Record) -> dict[tuple[str, bool], tuple[str, int]] | None:
+    """The cache entry of ``record`` (made if need be), or None for a long text."""
+    entry = _MEMO.get(id(record))
+    if entry is not None and entry[0] is record:
+        return entry[1]
+    if len(record.memory.text) > _MEMO_TEXT:
+        return None
+    if len(_MEMO) >= _MEMO_MAX:
+        _MEMO.clear()
+    memo: dict[tuple[str, bool], tuple[str, int]] = {}
+    _MEMO[id(record)] = (record, memo)
+    return memo
+
+
+class _Entry:
+    """An item with its renderings and costs, computed once per form (and shared with
+    later packings of the same record, through ``_MEMO``, for the default estimator)."""
+
+    __slots__ = ("_cost", "_memo", "_text", "item")
 
     def __init__(self, item: ContextItem) -> None:
         self.item = item
         self._text: dict[str, str] = {}
         self._cost: dict[str, int] = {}
+        self._memo = _memo_of(item.record)
 
     def text(self, form: str) -> str:
         text = self._text.get(form)
         if text is None:
-            text = self._text[form] = render(self.item.record, form)
+            memo = self._memo
+            known = None if memo is None else memo.get((form, self.item.layer == "background"))
+            text = known[0] if known is not None else render(self.item.record, form)
+            self._text[form] = text
         return text
 
     def cost(self, form: str, count: Callable[[str], int]) -> int:
         cost = self._cost.get(form)
         if cost is None:
+            background = self.item.layer == "background"
+            memo = self._memo if count is _DEFAULT_COUNT else None
+            known = None if memo is None else memo.get((form, background))
+            if known is not None:
+                cost = self._cost[form] = known[1]
+                return cost
             rendered = self.text(form)
-            if self.item.layer == "background":
-                piece = "\n" + _LINE + rendered
-            else:
-                piece = _BLOCK_SEP + rendered
+            piece = ("\n" + _LINE if background else _BLOCK_SEP) + rendered
             cost = self._cost[form] = count(piece)
+            if memo is not None:
+                memo[form, background] = (rendered, cost)
         return cost
 
     def fit(self, room: int, count: Callable[[str], int]) -> tuple[str, int] | None:
@@ -334,6 +370,9 @@ def _counter(estimator: TokenEstimator) -> Callable[[str], int]:
         return tokens
 
     return count
+
+
+_DEFAULT_COUNT = _counter(estimate_tokens)
 
 
 def _shares(
@@ -494,7 +533,7 @@ def pack_context(
     header_text = _headers(headers)
     if not callable(estimator):
         raise ValidationError("must be callable", field="estimator")
-    count = _counter(estimator)
+    count = _DEFAULT_COUNT if estimator is estimate_tokens else _counter(estimator)
     layers = _entries(items)
 
     header_costs = {layer: count(_BLOCK_SEP + header_text[layer]) for layer in LAYERS}

@@ -1,4 +1,4 @@
-"""The files of a persisted HNSW index: their layout, their checks, and saving and loading.
+"""The files of a persisted vector index: their layout, their checks, and saving and loading.
 
 The index (:class:`~cortexgraph.vector.hnsw.VectorIndex`, which searches it) is derived
 state. It records the journal seq it reflects (its ``watermark``); the
@@ -10,7 +10,9 @@ Files, in ``directory`` (the recall layer passes ``<root>/<actor>/vectors/``), n
 ``stem = file_stem(name)`` of the embedder name, ``gen`` a decimal generation number::
 
     <stem>.json          metadata, canonical JSON, written last (the commit point)
-    <stem>.<gen>.hnsw    hnswlib's own index file (``save_index``)
+    <stem>.<gen>.hnsw    kind "hnsw": hnswlib's own index file (``save_index``), or
+    <stem>.<gen>.vec     kind "flat" (no graph built yet): the normalised vectors in label
+                         order, ``dim`` little-endian float32 each, no header
     <stem>.<gen>.ids     memory ids in label order, 16 bytes each, no header:
 
         offset 0         16          32               16*(count-1)
@@ -20,7 +22,9 @@ Files, in ``directory`` (the recall layer passes ``<root>/<actor>/vectors/``), n
 
     metadata: {"M", "blake3", "capacity", "count", "deleted", "dim", "ef_construction",
                "files": {"ids": {"blake3", "size"}, "index": {"blake3", "size"}},
-               "format", "generation", "name", "seed", "space", "watermark"}
+               "format", "generation", "kind", "name", "seed", "space", "watermark"}
+
+``files.index`` names the ``.hnsw`` or the ``.vec`` file, as ``kind`` says.
 
 ``json.dumps(..., sort_keys=True, separators=(",", ":"))`` plus a newline is the only accepted
 spelling; ``"blake3"`` is the BLAKE3 of that spelling of every other field.
@@ -38,6 +42,9 @@ Invariants:
   partial one.
 - V4 inserts are single-threaded with a fixed seed: the same history of upserts, removes,
   saves and opens gives the same data files, byte for byte, and the same search results.
+- V5 with at most ``full_scan_threshold`` live vectors searches are exact and no graph
+  exists (kind ``"flat"``: the ``.vec`` file); the upsert that passes it builds the graph
+  from every vector in label order (kind ``"hnsw"`` from then on).
 
 hnswlib does not persist the state of its level generator: an index reopened from disk draws
 the levels of later inserts from a generator reseeded to a fixed default, so "build 1,000,
@@ -59,14 +66,16 @@ import attrs
 import blake3
 import hnswlib
 import numpy as np
+import numpy.typing as npt
 
 from ..errors import ValidationError
 
 __all__ = ["FORMAT", "SPACE", "IndexFiles", "Loaded", "Status", "Unusable", "file_stem"]
 
-FORMAT = 1
+FORMAT = 2  # 2: the "kind" field and flat indexes (format 1 had only hnswlib files)
 SPACE = "cosine"
 ID_SIZE = 16
+INITIAL_CAPACITY = 1024
 MAX_STEM = 160  # "<stem>.<gen>.hnsw.tmp" stays well inside a 255-byte file name
 _META_KEYS = frozenset(
     {
@@ -80,6 +89,7 @@ _META_KEYS = frozenset(
         "files",
         "format",
         "generation",
+        "kind",
         "name",
         "seed",
         "space",
@@ -90,6 +100,21 @@ _META_KEYS = frozenset(
 
 _T = TypeVar("_T")
 Status = Literal["new", "loaded", "missing", "damaged"]
+Kind = Literal["flat", "hnsw"]
+_SUFFIX: dict[str, str] = {"flat": "vec", "hnsw": "hnsw"}
+
+def capacity_for(count: int) -> int:
+    """The capacity of an index that has given out ``count`` labels: it starts at
+    :data:`INITIAL_CAPACITY` and doubles whenever an upsert needs room.
+
+    >>> capacity_for(0), capacity_for(1024), capacity_for(1025)
+    (1024, 1024, 2048)
+    """
+    capacity = INITIAL_CAPACITY
+    while capacity < count:
+        capacity *= 2
+    return capacity
+
 
 def file_stem(name: str) -> str:
     """The file-system-safe stem of the embedder ``name``; distinct names, distinct stems.
@@ -192,7 +217,9 @@ class Loaded:
     """An index read from disk, every check passed (V1, V3)."""
 
     generation: int
-    index: Any  # hnswlib.Index (no type stubs)
+    index: Any  # hnswlib.Index (no type stubs), None for a flat index
+    matrix: npt.NDArray[np.float32] | None  # a flat index's vectors, None with a graph
+    capacity: int
     ids: list[bytes]  # V1: label -> memory id
     labels: dict[bytes, int]
     deleted: set[int]
@@ -219,12 +246,12 @@ class IndexFiles:
         return self.directory / f"{self.stem}.json"
 
     def data_path(self, generation: int, kind: str) -> Path:
-        """The ``kind`` (``"hnsw"`` or ``"ids"``) data file of ``generation``."""
+        """The ``kind`` (``"hnsw"``, ``"vec"`` or ``"ids"``) data file of ``generation``."""
         return self.directory / f"{self.stem}.{generation}.{kind}"
 
     def own_files(self) -> dict[Path, int | None]:
         """Files in ``directory`` that belong to this embedder, with their generation."""
-        pattern = re.compile(re.escape(self.stem) + r"\.(?:(\d+)\.(?:hnsw|ids)|json)(?:\.tmp)?")
+        pattern = re.compile(re.escape(self.stem) + r"\.(?:(\d+)\.(?:hnsw|vec|ids)|json)(?:\.tmp)?")
         found: dict[Path, int | None] = {}
         try:
             entries = list(self.directory.iterdir())
@@ -253,10 +280,15 @@ class IndexFiles:
         except OSError as exc:
             raise Unusable("damaged", f"cannot read the metadata: {exc}") from None
         meta = self._check_meta(raw)
-        generation = meta["generation"]
+        generation, kind = meta["generation"], meta["kind"]
         count, capacity = meta["count"], meta["capacity"]
-        index_path, ids_path = self.data_path(generation, "hnsw"), self.data_path(generation, "ids")
-        index_digest, index_size, index_head = _read_data(index_path, "index", _read_file)
+        index_path = self.data_path(generation, _SUFFIX[kind])
+        ids_path = self.data_path(generation, "ids")
+        if kind == "flat":
+            blob = _read_data(index_path, "vectors", Path.read_bytes)
+            index_digest, index_size, index_head = _digest(blob), len(blob), b""
+        else:
+            index_digest, index_size, index_head = _read_data(index_path, "index", _read_file)
         self._check_file(index_path, meta["files"]["index"], index_digest, index_size)
         ids_blob = _read_data(ids_path, "ids", Path.read_bytes)
         self._check_file(ids_path, meta["files"]["ids"], _digest(ids_blob), len(ids_blob))
@@ -266,17 +298,47 @@ class IndexFiles:
         labels = {mid: label for label, mid in enumerate(ids)}
         if len(labels) != count:
             raise Unusable("damaged", "the ids file repeats an id")
+        index: Any = None
+        matrix: npt.NDArray[np.float32] | None = None
+        if kind == "flat":
+            matrix = self._vectors(index_path, blob, count)
+        else:
+            index = self._graph(index_path, index_head, count, capacity)
+        return Loaded(
+            generation=generation,
+            index=index,
+            matrix=matrix,
+            capacity=capacity,
+            ids=ids,
+            labels=labels,
+            deleted=set(meta["deleted"]),
+            watermark=meta["watermark"],
+        )
+
+    def _vectors(self, path: Path, blob: bytes, count: int) -> npt.NDArray[np.float32]:
+        """A flat index's vectors from its checked ``.vec`` file, in a matrix of at least
+        one row."""
+        if len(blob) != 4 * self.dim * count:
+            raise Unusable("damaged", f"{path.name} does not hold one vector per label")
+        matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
+        matrix[:count] = np.frombuffer(blob, dtype="<f4").reshape(count, self.dim)
+        if not np.isfinite(matrix).all():
+            raise Unusable("damaged", f"{path.name} holds a value that is not finite")
+        return matrix
+
+    def _graph(self, path: Path, head: bytes, count: int, capacity: int) -> Any:
+        """The hnswlib index from its checked ``.hnsw`` file, its header checked first."""
         # hnswlib's header starts with three size_t: level-0 offset, max_elements, count
-        if len(index_head) < 24:
-            raise Unusable("damaged", f"{index_path.name} is too short for hnswlib's header")
-        header = np.frombuffer(index_head[:24], dtype="<u8").tolist()
+        if len(head) < 24:
+            raise Unusable("damaged", f"{path.name} is too short for hnswlib's header")
+        header = np.frombuffer(head[:24], dtype="<u8").tolist()
         if header[1:] != [capacity, count]:
-            raise Unusable("damaged", f"{index_path.name}'s header disagrees with the metadata")
+            raise Unusable("damaged", f"{path.name}'s header disagrees with the metadata")
         index = hnswlib.Index(space=SPACE, dim=self.dim)
         try:
-            index.load_index(str(index_path), max_elements=capacity)
+            index.load_index(str(path), max_elements=capacity)
         except (RuntimeError, ValueError, OSError) as exc:
-            raise Unusable("damaged", f"hnswlib cannot load {index_path.name}: {exc}") from None
+            raise Unusable("damaged", f"hnswlib cannot load {path.name}: {exc}") from None
         shape = (
             int(index.element_count),
             int(index.get_max_elements()),
@@ -285,15 +347,8 @@ class IndexFiles:
             len(index.get_ids_list()),
         )
         if shape != (count, capacity, self.M, self.ef_construction, count):
-            raise Unusable("damaged", f"{index_path.name} disagrees with the metadata")
-        return Loaded(
-            generation=generation,
-            index=index,
-            ids=ids,
-            labels=labels,
-            deleted=set(meta["deleted"]),
-            watermark=meta["watermark"],
-        )
+            raise Unusable("damaged", f"{path.name} disagrees with the metadata")
+        return index
 
     @staticmethod
     def _check_file(path: Path, want: dict[str, Any], digest: str, size: int) -> None:
@@ -344,8 +399,10 @@ class IndexFiles:
         capacity = natural("capacity", meta["capacity"])
         natural("watermark", meta["watermark"])
         natural("generation", meta["generation"])
-        if capacity < count:
-            raise bad("capacity is below count")
+        if meta["kind"] not in _SUFFIX:
+            raise bad(f"kind {meta['kind']!r} is neither flat nor hnsw")
+        if capacity != capacity_for(count):
+            raise bad(f"capacity is {capacity}, {count} labels make it {capacity_for(count)}")
         deleted = meta["deleted"]
         if not isinstance(deleted, list) or any(
             type(label) is not int or not 0 <= label < count for label in deleted
@@ -367,10 +424,19 @@ class IndexFiles:
         return cast(dict[str, Any], meta)
 
     def save(
-        self, index: Any, ids: Sequence[bytes], deleted: set[int], *, watermark: int, after: int
+        self,
+        index: Any,
+        matrix: npt.NDArray[np.float32] | None,
+        ids: Sequence[bytes],
+        deleted: set[int],
+        *,
+        capacity: int,
+        watermark: int,
+        after: int,
     ) -> int:
-        """Write ``index`` (hnswlib's) with label order ``ids`` and removed labels
-        ``deleted`` as a new generation, atomically (V3); return that generation.
+        """Write ``index`` (hnswlib's) or, with no graph (``index`` None), the vectors
+        ``matrix``, with label order ``ids`` and removed labels ``deleted`` as a new
+        generation, atomically (V3); return that generation.
 
         Writes the data files of a generation above ``after`` and every one on disk, then
         the metadata, each through a temporary file, fsync and rename. Creates
@@ -383,14 +449,22 @@ class IndexFiles:
         self.directory.mkdir(parents=True, exist_ok=True)
         on_disk = [gen for gen in self.own_files().values() if gen is not None]
         generation = max([after, *on_disk]) + 1
-        index_path = self.data_path(generation, "hnsw")
+        kind: Kind = "flat" if index is None else "hnsw"
+        index_path = self.data_path(generation, _SUFFIX[kind])
         ids_path = self.data_path(generation, "ids")
         index_tmp = index_path.with_name(index_path.name + ".tmp")
         ids_tmp = ids_path.with_name(ids_path.name + ".tmp")
         meta_tmp = self.meta_path.with_name(self.meta_path.name + ".tmp")
 
-        index.save_index(str(index_tmp))
-        index_digest, index_size, _ = _read_file(index_tmp, sync=True)
+        if index is None:
+            if matrix is None:
+                raise ValueError("a flat index is saved from its vectors")
+            vectors = np.ascontiguousarray(matrix[: len(ids)], dtype="<f4").tobytes()
+            _write_synced(index_tmp, vectors)
+            index_digest, index_size = _digest(vectors), len(vectors)
+        else:
+            index.save_index(str(index_tmp))
+            index_digest, index_size, _ = _read_file(index_tmp, sync=True)
         ids_bytes = b"".join(ids)
         _write_synced(ids_tmp, ids_bytes)
         os.replace(index_tmp, index_path)
@@ -400,7 +474,8 @@ class IndexFiles:
             **self._parameters(),
             "watermark": watermark,
             "generation": generation,
-            "capacity": int(index.get_max_elements()),
+            "kind": kind,
+            "capacity": capacity,
             "count": len(ids),
             "deleted": sorted(deleted),
             "files": {

@@ -1,10 +1,15 @@
-"""Search over a persisted HNSW index (hnswlib, cosine) from 16-byte memory ids to vectors.
+"""Search over a persisted vector index (cosine) from 16-byte memory ids to vectors.
 
-:class:`VectorIndex` answers cosine-similarity searches: hnswlib's graph search, with ties
-put in id order and an exact search when the graph cannot fill a request, and exact
-searches over a given set of ids. It keeps hnswlib's labels dense (V1) and removed ids
-labelled but never returned (V2). What it saves, and what is checked before a saved index
-is used (the file layout, V1-V4), is in :mod:`cortexgraph.vector.files`.
+:class:`VectorIndex` answers cosine-similarity searches. While it holds at most
+``full_scan_threshold`` live vectors (by default as many as fit in :data:`FULL_SCAN_BYTES`
+of float32) every search is exact: one matrix product over the normalised vectors, the
+rule Qdrant calls ``full_scan_threshold``. Above it, searches go through an HNSW graph
+(hnswlib), built from the vectors in one bulk insert the first time it is needed and kept
+up to date from then on, with ties put in id order and an exact search when the graph
+cannot fill a request. Exact searches over a given set of ids are always available. It
+keeps labels dense (V1) and removed ids labelled but never returned (V2). What it saves,
+and what is checked before a saved index is used (the file layout, V1-V4), is in
+:mod:`cortexgraph.vector.files`.
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ import numpy.typing as npt
 
 from ..errors import ValidationError
 from . import files
-from .files import ID_SIZE, SPACE, IndexFiles, Status, Unusable, file_stem
+from .files import ID_SIZE, INITIAL_CAPACITY, SPACE, IndexFiles, Status, Unusable, file_stem
 
-__all__ = ["VectorIndex"]
+__all__ = ["FULL_SCAN_BYTES", "INITIAL_CAPACITY", "VectorIndex", "full_scan_limit"]
 
-INITIAL_CAPACITY = 1024
+#: Searches are exact while the live vectors fit in this many bytes of float32 (at 384
+#: dimensions, 131,072 vectors): a matrix product over them takes about 8 ms at 100,000
+#: of 384 dimensions on one core, and needs no graph, whose single-threaded build costs
+#: about 0.35 ms a vector (docs/vector-index.md, "Exact search, then a graph")
+FULL_SCAN_BYTES = 192 << 20
 #: rows per hnswlib call in :meth:`VectorIndex.upsert_many`, between progress reports
 BULK_CHUNK = 4096
 MAX_DIM = 65536
@@ -85,6 +94,42 @@ def _pick(items: Sequence[_T], indexes: Sequence[int]) -> list[_T]:
     return list(operator.itemgetter(*indexes)(items))
 
 
+def _scores(matrix: Vector, q: Vector) -> Vector:
+    """The float32 dot product of each row of ``matrix`` with ``q``.
+
+    ``einsum`` computes each row alone, in one fixed order, so a vector's score does not
+    depend on its row or on how many rows there are; a BLAS matrix product (``matrix @
+    q``) blocks rows, and the same vector's score could differ in its last bit with its
+    position, which would let the order of ties depend on the history of the index rather
+    than on its contents. It is as fast: both read the matrix once.
+    """
+    out: Vector = np.einsum("ij,j->i", matrix, q)
+    return out
+
+
+def full_scan_limit(dim: int) -> int:
+    """The default ``full_scan_threshold`` for vectors of ``dim`` components: as many as
+    fit in :data:`FULL_SCAN_BYTES` of float32.
+
+    >>> full_scan_limit(384), full_scan_limit(1536)
+    (131072, 32768)
+    """
+    return FULL_SCAN_BYTES // (4 * dim)
+
+
+def _normalise_rows(matrix: Vector) -> Vector:
+    """Each row scaled to unit length as :func:`_normalise` scales one vector, in blocks
+    of :data:`BULK_CHUNK` rows (which stay in cache). One row's sum of squares does not
+    depend on the other rows, so a vector gets the same bits alone or in any batch."""
+    out = np.empty_like(matrix, dtype=np.float32)
+    for start in range(0, len(matrix), BULK_CHUNK):
+        block = matrix[start : start + BULK_CHUNK]
+        norms = np.sqrt((block * block).sum(axis=1, dtype=np.float32), dtype=np.float32)
+        scale = np.float32(1.0) / (norms + np.float32(1e-30))
+        np.multiply(block, scale[:, np.newaxis], out=out[start : start + BULK_CHUNK])
+    return out
+
+
 def _normalise(vector: Vector) -> Vector:
     # the same arithmetic as hnswlib's cosine space: v * (1 / (|v| + 1e-30)), in float32
     norm = np.float32(1.0) / (np.sqrt(np.dot(vector, vector), dtype=np.float32) + np.float32(1e-30))
@@ -113,11 +158,15 @@ class VectorIndex:
     watermark: int
     _files: IndexFiles
     _generation: int
-    _index: Any  # hnswlib.Index (no type stubs)
+    full_scan_threshold: int
+    _index: Any  # hnswlib.Index (no type stubs), or None while no graph was needed
+    _capacity: int  # rows the graph has room for (or would have: the same doubling)
     _ids: list[bytes]  # V1: label -> memory id
     _labels: dict[bytes, int]
     _deleted: set[int]
-    _matrix: Vector | None  # normalised vectors by label, built on demand
+    # Invariant: the normalised vector of each label, rows 0 .. len(_ids) - 1 (a removed
+    # label keeps its last vector); None only while a graph exists that holds them
+    _matrix: Vector | None
     _dirty: bool
     _ef: int  # the ef hnswlib is set to now
 
@@ -137,6 +186,7 @@ class VectorIndex:
         ef_construction: int = 64,
         ef_search: int = 64,
         seed: int = 100,
+        full_scan_threshold: int | None = None,
     ) -> VectorIndex:
         """Load the index for embedder ``name`` from ``directory``, or start an empty one.
 
@@ -146,6 +196,12 @@ class VectorIndex:
         builds about 1.8x faster and finds more of the exact top 10 (docs/vector-index.md,
         "Quality and cost"). An index saved with other parameters does not load: the
         caller rebuilds it.
+
+        ``full_scan_threshold`` is the most live vectors searched exactly (a matrix
+        product) before the graph is used; by default :func:`full_scan_limit` of ``dim``
+        (131,072 at 384 dimensions); 0 uses the graph from the first vector. Like
+        ``ef_search`` it is a query setting: it is not saved, and an index saved with or
+        without a graph loads under any threshold.
 
         Raises:
             ValidationError: an argument is out of range or of the wrong type.
@@ -161,6 +217,11 @@ class VectorIndex:
         self.ef_construction = _check_int(ef_construction, "ef_construction", 1, 1 << 20)
         self.ef_search = _check_int(ef_search, "ef_search", 1, 1 << 20)
         self.seed = _check_int(seed, "seed", 0, (1 << 32) - 1)
+        self.full_scan_threshold = (
+            full_scan_limit(self.dim)
+            if full_scan_threshold is None
+            else _check_int(full_scan_threshold, "full_scan_threshold", 0, 1 << 40)
+        )
         self._files = IndexFiles(
             directory=self.directory,
             name=name,
@@ -178,7 +239,7 @@ class VectorIndex:
             self.status = why.status
             self.reason = None if why.status == "new" else why.reason
         else:
-            self._setup(loaded.index)
+            self._setup(loaded.index, loaded.matrix, loaded.capacity)
             self._generation = loaded.generation
             self._ids = loaded.ids
             self._labels = loaded.labels
@@ -198,14 +259,7 @@ class VectorIndex:
         return files.saved_watermark(directory, name=name)
 
     def _reset(self) -> None:
-        index = hnswlib.Index(space=SPACE, dim=self.dim)
-        index.init_index(
-            max_elements=INITIAL_CAPACITY,
-            M=self.M,
-            ef_construction=self.ef_construction,
-            random_seed=self.seed,
-        )
-        self._setup(index)
+        self._setup(None, np.zeros((0, self.dim), dtype=np.float32), INITIAL_CAPACITY)
         self._ids = []
         self._labels = {}
         self._deleted = set()
@@ -213,12 +267,57 @@ class VectorIndex:
         self._generation = 0  # nothing usable on disk; save() picks a fresh generation
         self._dirty = False
 
-    def _setup(self, index: Any) -> None:
-        index.set_ef(self.ef_search)
-        index.set_num_threads(1)
+    def _setup(self, index: Any, matrix: Vector | None, capacity: int) -> None:
+        if index is not None:
+            index.set_ef(self.ef_search)
+            index.set_num_threads(1)
         self._ef = self.ef_search
         self._index = index
-        self._matrix = None
+        self._matrix = matrix
+        self._capacity = capacity
+
+    # -- the graph -------------------------------------------------------------------------
+
+    @property
+    def exact(self) -> bool:
+        """True while searches are exact: at most ``full_scan_threshold`` live vectors."""
+        return len(self) <= self.full_scan_threshold
+
+    @property
+    def has_graph(self) -> bool:
+        """True once the HNSW graph exists (built, or loaded from disk)."""
+        return self._index is not None
+
+    def _graph(self, progress: Callable[[int, int], None] | None = None) -> Any:
+        """The hnswlib index, built from the matrix the first time it is asked for: by
+        the upsert that takes the live vectors past ``full_scan_threshold``, or by the
+        first graph search of an index loaded without a graph.
+
+        Every label's vector goes in, in label order, with one thread (the same bytes
+        in any process), removed labels then marked deleted; ``progress(done, total)``
+        follows the insertion every :data:`BULK_CHUNK` vectors.
+        """
+        if self._index is not None:
+            return self._index
+        index = hnswlib.Index(space=SPACE, dim=self.dim)
+        index.init_index(
+            max_elements=self._capacity,
+            M=self.M,
+            ef_construction=self.ef_construction,
+            random_seed=self.seed,
+        )
+        index.set_num_threads(1)
+        matrix, total = self._vectors(), len(self._ids)
+        for start in range(0, total, BULK_CHUNK):
+            stop = min(start + BULK_CHUNK, total)
+            index.add_items(matrix[start:stop], np.arange(start, stop), num_threads=1)
+            if progress is not None:
+                progress(stop, total)
+        for label in sorted(self._deleted):
+            index.mark_deleted(label)
+        index.set_ef(self._ef)
+        self._index = index
+        return index
 
 
     @property
@@ -227,9 +326,11 @@ class VectorIndex:
         return self._files.meta_path
 
     def data_paths(self) -> tuple[Path, Path]:
-        """The index and ids files of the generation this index was loaded from or saved to."""
+        """The index (``.hnsw``, or ``.vec`` without a graph) and ids files of the
+        generation this index was loaded from or saved to."""
         data_path, generation = self._files.data_path, self._generation
-        return data_path(generation, "hnsw"), data_path(generation, "ids")
+        suffix = "vec" if self._index is None else "hnsw"
+        return data_path(generation, suffix), data_path(generation, "ids")
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -249,8 +350,9 @@ class VectorIndex:
 
     @property
     def capacity(self) -> int:
-        """Elements hnswlib has room for before the next (automatic) resize."""
-        return int(self._index.get_max_elements())
+        """Elements the graph has room for before the next (automatic) resize (with no
+        graph, the room it would have: capacity doubles the same way)."""
+        return self._capacity
 
     @property
     def dirty(self) -> bool:
@@ -357,6 +459,8 @@ class VectorIndex:
             def test(label: int) -> bool:
                 return bool(keep(ids[label]))
 
+        if self.exact:
+            return self._exact(_normalise(q), k, first, test)
         n = min(live, k + 1)
         found = self._knn(q, n, test)
         # ties running to the end of what came back: fetch more, so the cut at k is by id
@@ -366,9 +470,7 @@ class VectorIndex:
         if found is None and n > k:  # a filter may pass exactly k, or ties exhausted it
             found = self._knn(q, k, test)
         if found is None:
-            exact = self.exact_search(q, k, allowed)
-            end = _tie_end([sim for _, sim in exact], first, k)
-            return [self._labels[mid] for mid, _ in exact[:end]], [s for _, s in exact[:end]]
+            return self._exact(_normalise(q), k, first, test)
         label_array, distances = found[0], found[1].tolist()  # float32 to float: exact
         if any(map(operator.gt, distances, itertools.islice(distances, 1, None))):
             # not ascending (never seen): sort it all by (-similarity, id)
@@ -408,12 +510,16 @@ class VectorIndex:
     ) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.float32]] | None:
         """hnswlib's n nearest labels and distances (ascending), or None when it found
         fewer than n."""
-        ef = max(self.ef_search, n)
+        graph = self._graph()
+        # twice the neighbours asked for: at 100,000 of the benches' vectors, the top 10 of
+        # a search for 101 found 0.930 of the exact ones at ef 101 and 0.973 at ef 202
+        # (0.38 -> 0.69 ms a query)
+        ef = max(self.ef_search, 2 * n)
         if ef != self._ef:
-            self._index.set_ef(ef)
+            graph.set_ef(ef)
             self._ef = ef
         try:
-            labels, distances = self._index.knn_query(q, k=n, num_threads=1, filter=test)
+            labels, distances = graph.knn_query(q, k=n, num_threads=1, filter=test)
         except RuntimeError:  # "Cannot return the results in a contiguous 2D array"
             return None
         return labels[0], distances[0]
@@ -431,8 +537,9 @@ class VectorIndex:
         query, best first, ties by id. For a filter that passes few memories, where a
         filtered graph search would visit most of the graph, or fail to fill ``k`` and
         scan every element. Similarities are float32 dot products of normalised vectors,
-        as :meth:`exact_search` computes them. Reading a vector back from hnswlib costs
-        about 30 µs, so this pays up to about a thousand ids at 100,000 elements.
+        as :meth:`exact_search` computes them. Reading a vector back from a loaded graph
+        that no exact search has copied yet costs about 30 µs, so this pays up to about a
+        thousand ids at 100,000 elements.
 
         Raises:
             ValidationError: a query of the wrong shape or not finite, ``k < 1``.
@@ -444,11 +551,11 @@ class VectorIndex:
         labels = [label for label in map(get, ids) if label is not None and label not in deleted]
         if not labels:
             return [], []
-        if self._matrix is not None:  # exact_search's copy, once built: the same values
+        if self._matrix is not None:  # the vectors, or exact_search's copy of the graph's
             vectors = self._matrix[labels]
         else:  # hnswlib's stored vectors, read back one by one (about 30 µs each)
             vectors = np.asarray(self._index.get_items(labels), dtype=np.float32)
-        sims = (vectors @ q).tolist()
+        sims = _scores(vectors, q).tolist()
         ids_of = self._ids
         order = sorted(range(len(labels)), key=lambda i: (-sims[i], ids_of[labels[i]]))
         ranked = [sims[i] for i in order]
@@ -472,32 +579,54 @@ class VectorIndex:
         q = _normalise(self._check_vector(query, "query"))
         k = self._check_k(k)
         allowed = self._check_allowed(allowed)
-        count = len(self._ids)
-        if count == len(self._deleted):
-            return []
-        mask = np.ones(count, dtype=bool)
-        mask[sorted(self._deleted)] = False
-        if allowed is not None:
-            for label in np.flatnonzero(mask).tolist():
-                if not allowed(self._ids[label]):
-                    mask[label] = False
-        candidates = np.flatnonzero(mask)
-        if candidates.size == 0:
-            return []
-        sims = (self._vectors() @ q)[candidates]  # one pass, no copy of the matrix
-        if candidates.size > k:
-            threshold = np.partition(sims, candidates.size - k)[candidates.size - k]
-            chosen = sims >= threshold  # everything tied with the k-th, so ids break ties
-            candidates, sims = candidates[chosen], sims[chosen]
-        hits = [
-            (self._ids[label], float(sim))
-            for label, sim in zip(candidates.tolist(), sims.tolist(), strict=True)
-        ]
-        hits.sort(key=lambda hit: (-hit[1], hit[0]))
-        return hits[:k]
+        ids = self._ids
+        test = None if allowed is None else (lambda label: bool(allowed(ids[label])))
+        labels, sims = self._exact(q, k, k, test)
+        return list(zip(_pick(ids, labels), sims, strict=True))
+
+    def _exact(
+        self, q: Vector, k: int, first: int, test: Callable[[int], bool] | None
+    ) -> tuple[list[int], list[float]]:
+        """The exact answer of :meth:`search_labels` for the normalised query ``q``: the
+        ``k`` live labels passing ``test`` with the highest float32 dot products, best
+        first, ties by id, cut as ``first`` says.
+
+        One matrix product scores every label; ``test`` is asked only about the best
+        ones, from the top down, looking four times as deep each round it falls short.
+        """
+        count, live = len(self._ids), len(self)
+        if live == 0:
+            return [], []
+        sims = _scores(self._vectors(), q)
+        if self._deleted:
+            sims[np.fromiter(self._deleted, dtype=np.int64, count=len(self._deleted))] = -np.inf
+        ids = self._ids
+        look = min(live, max(2 * k, 64) if test is not None else k)
+        while True:
+            if look < count:
+                threshold = np.partition(sims, count - look)[count - look]
+                pool = np.flatnonzero(sims >= threshold)  # every label tied with the cut too
+            else:
+                threshold, pool = -np.inf, np.flatnonzero(sims > -np.inf)
+            scores = sims[pool].tolist()
+            chosen = [
+                (-score, ids[label], label, score)
+                for label, score in zip(pool.tolist(), scores, strict=True)
+                if test is None or test(label)
+            ]
+            # labels outside the pool score below ``threshold``: with k chosen at or above
+            # it, the first k are the exact answer; else look deeper
+            if len(chosen) >= k or look >= live:
+                break
+            look = min(live, 4 * look)
+        chosen.sort()
+        ranked = [score for _, _, _, score in chosen[:k]]
+        end = _tie_end(ranked, first, k)
+        return [label for _, _, label, _ in chosen[:end]], ranked[:end]
 
     def _vectors(self) -> Vector:
-        """The normalised vector of every label (zeros for removed ones), built on demand."""
+        """The normalised vector of every label (a removed one's may be zeros), read back
+        from a loaded graph the first time it is needed."""
         count = len(self._ids)
         if self._matrix is None:
             matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
@@ -506,6 +635,27 @@ class VectorIndex:
                 matrix[live] = self._index.get_items(live)
             self._matrix = matrix
         return self._matrix[:count]
+
+    def _store_rows(self, labels: npt.NDArray[np.int64], rows: Vector) -> None:
+        """Write the normalised ``rows`` of ``labels`` into the matrix (if it exists: a
+        loaded graph builds it when an exact search first needs it), growing it by
+        doubling to hold every label given out."""
+        if self._matrix is None:
+            return
+        count = len(self._ids)
+        first, last = int(labels[0]), int(labels[-1])
+        consecutive = last - first + 1 == len(labels) and bool((np.diff(labels) == 1).all())
+        if self._matrix.shape[0] == 0 and consecutive and (first, last + 1) == (0, count):
+            self._matrix = rows  # the first rows of an empty index (a fresh array): no copy
+            return
+        if count > self._matrix.shape[0]:
+            grown = np.zeros((max(2 * self._matrix.shape[0], count), self.dim), dtype=np.float32)
+            grown[: self._matrix.shape[0]] = self._matrix
+            self._matrix = grown
+        if consecutive:
+            self._matrix[first : last + 1] = rows  # consecutive labels (new ids): a slice
+        else:
+            self._matrix[labels] = rows
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -522,28 +672,7 @@ class VectorIndex:
         """
         mid = _check_id(memory_id)
         vec = self._check_vector(vector, "vector")
-        label = self._labels.get(mid)
-        if label is None:
-            label = len(self._ids)
-            capacity = self.capacity
-            if label >= capacity:
-                while capacity <= label:
-                    capacity = max(INITIAL_CAPACITY, capacity * 2)
-                self._index.resize_index(capacity)
-            self._index.add_items(vec[np.newaxis], np.array([label]), num_threads=1)
-            self._ids.append(mid)
-            self._labels[mid] = label
-        else:
-            # hnswlib re-adding a known label: un-mark it if deleted, then updatePoint
-            self._index.add_items(vec[np.newaxis], np.array([label]), num_threads=1)
-            self._deleted.discard(label)
-        if self._matrix is not None:
-            if label >= self._matrix.shape[0]:
-                grown = np.zeros((self._matrix.shape[0] * 2, self.dim), dtype=np.float32)
-                grown[: self._matrix.shape[0]] = self._matrix
-                self._matrix = grown
-            self._matrix[label] = self._index.get_items([label])[0]
-        self._dirty = True
+        self._insert([mid], vec[np.newaxis], None)
 
     def upsert_many(
         self,
@@ -558,7 +687,10 @@ class VectorIndex:
         inserts the rows of one ``add_items`` call one after another, in order, when given
         one thread (more threads would make the graph depend on their timing), and the
         capacity is grown once, to what the doubling would reach. ``progress(done, total)``
-        follows the insertion, every :data:`BULK_CHUNK` rows.
+        follows the insertion into the graph, every :data:`BULK_CHUNK` rows; without a
+        graph, storing the rows is one step. When this call takes the live vectors past
+        ``full_scan_threshold`` the graph is built from every vector, and ``progress``
+        follows that build.
 
         Raises:
             ValidationError: an id that is not 16 bytes, vectors of the wrong shape or not
@@ -566,35 +698,56 @@ class VectorIndex:
         """
         mids = [_check_id(memory_id) for memory_id in memory_ids]
         matrix = self._check_matrix(vectors, len(mids))
-        if not mids:
-            return
+        if mids:
+            self._insert(mids, matrix, progress)
+
+    def _insert(
+        self, mids: list[bytes], matrix: Vector, progress: Callable[[int, int], None] | None
+    ) -> None:
+        """Upsert checked ids and vectors: labels for new ids, capacity doubled to hold
+        them, the normalised vectors into the matrix and, if there is one, the graph.
+
+        The graph is given the normalised vectors too, as when it is built from the
+        matrix, so that every vector in it went through the same arithmetic whichever way
+        it came in (hnswlib normalises them again, which is not exactly idempotent)."""
         labels = self._labels
         fresh = dict.fromkeys(mid for mid in mids if mid not in labels)
-        needed, capacity = len(self._ids) + len(fresh), self.capacity
+        needed, capacity = len(self._ids) + len(fresh), self._capacity
         if needed > capacity:
             while capacity < needed:
                 capacity = max(INITIAL_CAPACITY, capacity * 2)
-            self._index.resize_index(capacity)
+            if self._index is not None:
+                self._index.resize_index(capacity)
+            self._capacity = capacity
         for mid in fresh:
             labels[mid] = len(self._ids)
             self._ids.append(mid)
-        label_array = np.array([labels[mid] for mid in mids], dtype=np.uint64)
+        label_array = np.array([labels[mid] for mid in mids], dtype=np.int64)
         total = len(mids)
-        for start in range(0, total, BULK_CHUNK):
-            stop = min(start + BULK_CHUNK, total)
-            self._index.add_items(matrix[start:stop], label_array[start:stop], num_threads=1)
-            if progress is not None:
-                progress(stop, total)
-        self._deleted.difference_update(label_array.tolist())
-        if self._matrix is not None:
-            touched = sorted(set(label_array.tolist()))
-            if touched[-1] >= self._matrix.shape[0]:
-                rows = max(2 * self._matrix.shape[0], len(self._ids))
-                grown = np.zeros((rows, self.dim), dtype=np.float32)
-                grown[: self._matrix.shape[0]] = self._matrix
-                self._matrix = grown
-            self._matrix[touched] = self._index.get_items(touched)
+        normalised = _normalise_rows(matrix)
+        if self._index is not None:
+            for start in range(0, total, BULK_CHUNK):
+                stop = min(start + BULK_CHUNK, total)
+                self._index.add_items(
+                    normalised[start:stop], label_array[start:stop], num_threads=1
+                )
+                if progress is not None:
+                    progress(stop, total)
+        # the last vector of an id given twice wins, as in the graph
+        last = dict(zip(label_array.tolist(), range(total), strict=True))
+        touched = np.fromiter(last, dtype=np.int64, count=len(last))
+        if len(last) == total:  # no id twice: the rows in order
+            self._store_rows(touched, normalised)
+        else:
+            rows = np.fromiter(last.values(), dtype=np.int64, count=len(last))
+            self._store_rows(touched, normalised[rows])
+        self._deleted.difference_update(last)
         self._dirty = True
+        if self._index is None:
+            if not self.exact:  # past the threshold: from now on, the graph
+                self._graph(progress)
+            elif progress is not None:
+                progress(total, total)
 
     def _check_matrix(self, vectors: object, count: int) -> Vector:
         """``vectors`` as a C-contiguous float32 ``(count, dim)`` array of finite values."""
@@ -627,7 +780,8 @@ class VectorIndex:
         label = self._labels.get(mid)
         if label is None or label in self._deleted:
             return False
-        self._index.mark_deleted(label)
+        if self._index is not None:
+            self._index.mark_deleted(label)
         self._deleted.add(label)
         self._dirty = True
         return True
@@ -645,7 +799,13 @@ class VectorIndex:
         """
         watermark = _check_int(watermark, "watermark", 0, (1 << 63) - 1)
         generation = self._files.save(
-            self._index, self._ids, self._deleted, watermark=watermark, after=self._generation
+            self._index,
+            None if self._index is not None else self._vectors(),
+            self._ids,
+            self._deleted,
+            capacity=self._capacity,
+            watermark=watermark,
+            after=self._generation,
         )
         self._generation = generation
         self.watermark = watermark

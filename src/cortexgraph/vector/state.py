@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..core.codec import decode_unchecked
-from ..core.fusion import embed_text
+from ..core.fusion import embed_text, embed_text_of_body
 from ..core.journal import head_ids
 from ..core.keys import seq_key, version_key
 from ..core.state import HeadState, VersionState
@@ -33,26 +33,52 @@ if TYPE_CHECKING:
     from .hnsw import VectorIndex
 
 __all__ = [
+    "CACHE_BATCH",
     "EMBED_BATCH",
     "SAVE_EVERY",
+    "SAVE_FRACTION",
     "Progress",
     "VectorState",
+    "cache_vectors",
     "cached_vector",
     "content_key",
     "embed_and_cache",
+    "embed_pending",
     "index_directory",
     "live_texts",
+    "save_due",
     "uncached",
 ]
 
 #: ``progress(done, total)``, called as long work advances
 Progress = Callable[[int, int], None]
 
-#: a writer saves its vector index once this many journal entries are not in the saved
-#: one (at the next recall, or after the batch with ``embed_on_write``), so a reader
-#: loading it catches up at most about this many memories (about 0.1 ms each)
+#: a writer saves its vector index once the saved one lacks this many journal entries,
+#: or a :data:`SAVE_FRACTION` of the entries it holds if that is more (at the next
+#: recall, or after the batch with ``embed_on_write``); a reader loading it catches up
+#: at most that many memories, from the cache (about 15 µs each without a graph)
 SAVE_EVERY = 1_000
+#: a save rewrites the whole index (150 MB at 100,000 vectors of 384 dimensions): with a
+#: lag that grows with the index, n writes cost O(n) bytes of saves, not O(n^2)
+SAVE_FRACTION = 4
 EMBED_BATCH = 256
+#: a catch-up writes what it embedded to the cache this many rows at a time (a write
+#: transaction for every 256 cost 0.4 s of commits at 100,000 memories)
+CACHE_BATCH = 4096
+
+
+def save_due(last: int, saved: int | None) -> bool:
+    """Whether an index saved at journal seq ``saved`` (None: none saved) lags the
+    journal's end ``last`` enough to save it again: by :data:`SAVE_EVERY` entries, or by
+    ``1 / SAVE_FRACTION`` of ``saved`` when that is more.
+
+    >>> save_due(999, None), save_due(1_000, None), save_due(41_000, 40_000)
+    (False, True, False)
+    >>> save_due(50_000, 40_000)
+    True
+    """
+    base = saved or 0
+    return last - base >= max(SAVE_EVERY, base // SAVE_FRACTION)
 
 
 def content_key(name: str, text: str) -> bytes:
@@ -67,7 +93,14 @@ def index_directory(env: Environment) -> Path:
 
 def live_texts(txn: ReadTxn, ids: Iterable[bytes]) -> tuple[list[tuple[bytes, str]], set[bytes]]:
     """The text to embed (:func:`core.fusion.embed_text`) of each active memory of ``ids``,
-    in order, and the set of those that are not active."""
+    in order, and the set of those that are not active.
+
+    The text is read from the fields of the stored body (:func:`embed_text_of_body`)
+    rather than from the memory rebuilt and checked for canonical form (J6): that check
+    belongs to reads that return records, and to ``verify``, and cost about 13 µs a
+    memory, most of a catch-up's reading. A body whose fields are not what a valid one
+    holds is rebuilt, which raises ``CorruptionError`` naming the damage.
+    """
     live: list[tuple[bytes, str]] = []
     inactive: set[bytes] = set()
     for memory_id in ids:
@@ -81,7 +114,12 @@ def live_texts(txn: ReadTxn, ids: Iterable[bytes]) -> tuple[list[tuple[bytes, st
         version = txn.get("versions", version_key(memory_id, head.head))
         if version is None:
             raise CortexError(f"memory {memory_id.hex()} has no head version")
-        live.append((memory_id, embed_text(VersionState.decode(version).memory(), head.ns)))
+        state = VersionState.decode(version)
+        body = decode_unchecked(state.body, what="a version record")
+        text = embed_text_of_body(body, head.ns) if type(body) is dict else None
+        if text is None:
+            text = embed_text(state.memory(), head.ns)  # raises, naming the damage
+        live.append((memory_id, text))
     return live, inactive
 
 
@@ -104,16 +142,28 @@ def uncached(txn: ReadTxn, ids: Iterable[bytes], embedder: Embedder) -> dict[byt
     return pending
 
 
+def embed_pending(
+    embedder: Embedder, pending: Mapping[bytes, str]
+) -> dict[bytes, npt.NDArray[np.float32]]:
+    """Cache key -> vector of the texts of ``pending`` (cache key -> text)."""
+    keys = list(pending)
+    matrix = embed_checked(embedder, [pending[key] for key in keys])
+    return dict(zip(keys, matrix, strict=True))
+
+
+def cache_vectors(env: Environment, vectors: Mapping[bytes, npt.NDArray[np.float32]]) -> None:
+    """Store ``vectors`` (cache key -> vector) in the ``emb`` cache, in a write
+    transaction of their own (nothing is cached on a read-only handle)."""
+    env.write_cache("emb", [(key, vector.tobytes()) for key, vector in vectors.items()])
+
+
 def embed_and_cache(
     env: Environment, embedder: Embedder, pending: Mapping[bytes, str]
 ) -> dict[bytes, npt.NDArray[np.float32]]:
-    """Embed the texts of ``pending`` (cache key -> text) and cache the vectors, in a write
-    transaction of their own (nothing is cached on a read-only handle)."""
-    keys = list(pending)
-    matrix = embed_checked(embedder, [pending[key] for key in keys])
-    rows = [(key, row.tobytes()) for key, row in zip(keys, matrix, strict=True)]
-    env.write_cache("emb", rows)
-    return dict(zip(keys, matrix, strict=True))
+    """Embed the texts of ``pending`` (cache key -> text) and cache the vectors."""
+    vectors = embed_pending(embedder, pending)
+    cache_vectors(env, vectors)
+    return vectors
 
 
 class VectorState:
@@ -135,7 +185,6 @@ class VectorState:
         )
         #: the watermark of the index saved on disk (None: none saved)
         self.saved: int | None = self.index.watermark if self.index.status == "loaded" else None
-        self.unsaved = 0
         #: column-index row of each vector label (-1: none), for the numbering of the
         #: column index's build ``_rows_build``
         self._rows: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
@@ -216,9 +265,8 @@ class VectorState:
         for memory_id in sorted(gone):
             if memory_id in index:
                 index.remove(memory_id)
-        self.unsaved += len(live) + len(gone)
         index.watermark = last
-        if self.unsaved >= SAVE_EVERY:
+        if save_due(last, self.saved):
             self.save()
         return embedded
 
@@ -234,28 +282,40 @@ class VectorState:
 
     def _vectors(
         self, txn: ReadTxn, texts: list[str], progress: Progress | None
-    ) -> tuple[list[npt.NDArray[np.float32]], int]:
-        """Vectors for ``texts``: from the ``emb`` cache, else embedded (and cached), in
-        chunks; and how many texts were embedded."""
+    ) -> tuple[npt.NDArray[np.float32], int]:
+        """Vectors for ``texts``, one row each: from the ``emb`` cache, else embedded (and
+        cached), in chunks; and how many texts were embedded."""
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
-        found: dict[bytes, npt.NDArray[np.float32]] = {}
-        for key in keys:
+        out = np.zeros((len(texts), dim), dtype=np.float32)
+        rows: dict[bytes, list[int]] = {}  # the rows of each key not cached
+        for row, key in enumerate(keys):
             vector = cached_vector(txn, key, dim)
             if vector is not None:
-                found[key] = vector
-        missing = list(dict.fromkeys(k for k in keys if k not in found))
+                out[row] = vector
+            else:
+                rows.setdefault(key, []).append(row)
+        missing = list(rows)
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
             if progress is not None:
                 progress(0, len(missing))
+            uncached: dict[bytes, npt.NDArray[np.float32]] = {}
             for start in range(0, len(missing), EMBED_BATCH):
                 chunk = missing[start : start + EMBED_BATCH]
-                pending = {key: text_of[key] for key in chunk}
-                found.update(embed_and_cache(self.env, self.embedder, pending))
+                vectors = embed_pending(self.embedder, {key: text_of[key] for key in chunk})
+                # each key's first row in one assignment; a text twice gets its other rows
+                out[[rows[key][0] for key in chunk]] = np.stack(list(vectors.values()))
+                for key in chunk:
+                    if len(rows[key]) > 1:
+                        out[rows[key][1:]] = vectors[key]
+                uncached.update(vectors)
+                if len(uncached) >= CACHE_BATCH or start + len(chunk) == len(missing):
+                    cache_vectors(self.env, uncached)
+                    uncached = {}
                 if progress is not None:
                     progress(start + len(chunk), len(missing))
-        return [found[key] for key in keys], len(missing)
+        return out, len(missing)
 
     def save(self) -> None:
         """Save the index if it changed since it was loaded or saved (never on a read-only
@@ -264,7 +324,6 @@ class VectorState:
         if not self.env.readonly and (index.dirty or index.watermark != self.saved):
             index.save(index.watermark)
             self.saved = index.watermark
-        self.unsaved = 0
 
     def query(self, text: str) -> npt.NDArray[np.float32]:
         """A query's vector: the text embedded as it is, without the ``[type] [ns]`` prefix
