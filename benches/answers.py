@@ -2,10 +2,12 @@
 
 ``tests/fixtures/answers/answers.json`` was written by this script from the code that stored
 keyword postings as one LMDB row per term and memory, before they became immutable
-segments. ``tests/test_recorded_answers.py`` rebuilds the same store with the current code
-and requires the same hits, in the same order, with the same scores: a change of storage
-layout must not change a single answer. Record again only for a change that is meant to
-change answers, and say so in its commit::
+segments, and searched vectors in an HNSW graph at every size. ``tests/test_recorded_answers.py``
+rebuilds the same store with the current code and requires the same keyword and find hits,
+in the same order, with the same scores: a change of storage layout must not change a
+single one of those answers. Hybrid answers moved when the vector channel began to search
+exactly below its full-scan threshold; the test says how much they are held to. Record
+again only for a change that is meant to change answers, and say so in its commit::
 
     PYTHONPATH=src .venv/bin/python benches/answers.py tests/fixtures/answers/answers.json
 

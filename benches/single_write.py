@@ -58,6 +58,7 @@ PHASES: tuple[tuple[str, Any, str], ...] = (
     ("apply (derived rows)", writing_module, "apply"),
     ("mmr", writing_module, "mmr_mutations"),
     ("smt", writing_module, "smt_mutations"),
+    ("keyword segment encode", writing_module, "docs_blocks"),
     ("LMDB puts", txn_module.WriteTxn, "apply_mutations"),
     ("LMDB commit", txn_module.WriteTxn, "commit"),
     ("release writer", env_module.Environment, "release_writer"),

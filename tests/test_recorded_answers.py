@@ -1,9 +1,17 @@
 """Keyword recall, find and hybrid recall answer as they did before the storage changed.
 
 ``tests/fixtures/answers/answers.json`` holds the answers the code gave when keyword
-postings were one LMDB row per term and memory (``benches/answers.py`` wrote it and says
-how the workload is made). A change of layout (segments, pages, rows per entry) must give
-the same hits in the same order with the same scores, and the same journal and root.
+postings were one LMDB row per term and memory and the vector channel searched an HNSW
+graph (``benches/answers.py`` wrote it and says how the workload is made). A change of
+layout (segments, pages, rows per entry) must give the same keyword and find hits in the
+same order with the same scores, and the same journal and root.
+
+Hybrid answers are held to less, on purpose: the vector channel now searches exactly
+below its full-scan threshold (``docs/vector-index.md``) where the graph was approximate,
+so a hybrid list moves wherever the graph had missed a nearer neighbour (and fused scores,
+normalised over the candidates, move with it). On this workload 29 of the 40 lists are
+identical and 35 hold the same memories; the test requires at least 9 of every 10 recorded
+hits on average and 7 in every list, which a broken channel or fusion would not keep.
 """
 
 from __future__ import annotations
@@ -59,6 +67,13 @@ def test_the_recorded_answers_still_hold(tmp_path: Path) -> None:
     differing = [
         f"{a['kind']} {a['query']!r}"
         for a, b in zip(recorded["answers"], now, strict=True)
-        if not _same_hits(a["hits"], b["hits"])
+        if a["kind"] != "hybrid" and not _same_hits(a["hits"], b["hits"])
     ]
     assert not differing, f"{len(differing)} answers changed: {differing[:5]}"
+    overlaps = [
+        len({h[0] for h in a["hits"]} & {h[0] for h in b["hits"]}) / len(a["hits"])
+        for a, b in zip(recorded["answers"], now, strict=True)
+        if a["kind"] == "hybrid" and a["hits"]
+    ]
+    assert len(overlaps) == 40
+    assert sum(overlaps) / len(overlaps) >= 0.9 and min(overlaps) >= 0.7, overlaps
