@@ -210,3 +210,24 @@ def test_a_map_that_never_stops_growing_is_a_storage_error(tmp_path: Path) -> No
         finally:
             env._env = fake.real
         assert fake.adopted == ADOPT_ATTEMPTS  # every attempt after the first adopted first
+
+
+def test_a_rebuild_that_outgrows_the_map_grows_it_and_loads_whole(tmp_path: Path) -> None:
+    """A rebuild writes every derived table again in one transaction while the old pages
+    are still held, so it can need twice the map a store uses: it grows the map and loads
+    again (E2), and the result is the incremental state byte for byte."""
+    with cg.open(tmp_path, "agent", sync=False) as cx, cx.batch() as b:
+        for i in range(600):
+            b.write(cg.Fact(text=f"memory {i} about the blue deploy cluster", tags=[f"t{i % 7}"]),
+                    at=1_700_000_000_000 + i)  # fmt: skip
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        digests = cx.table_digests()
+        before = cx._env.map_size()
+    # reopen with the smallest map the file allows: the rebuild must grow it
+    with cg.open(tmp_path, "agent", sync=False, map_size=TINY) as cx:
+        small = cx._env.map_size()
+        assert cx.rebuild() == 600
+        assert cx._env.map_size() > small
+        assert cx.table_digests() == digests
+    assert before >= small
+    assert cg.verify(tmp_path, "agent").ok

@@ -46,6 +46,7 @@ from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
 from .handle import Handle, open_handle
 from .store.env import DEFAULT_MAP_SIZE, DERIVED_LAYOUT, DERIVED_TABLES, LAYOUT_KEY
+from .store.guards import MapFull
 from .store.memtxn import MemTxn
 from .store.pages import check_pages
 from .store.txn import ReadTxn, WriteTxn
@@ -241,19 +242,29 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
     """
     if h.active_batch() is not None:
         raise CortexError("cannot rebuild inside a batch")
-    txn = h.env.begin_write(replay=True)
+    h.env.hold_writer()  # no other writer appends between the replay and the load (E4)
     try:
-        total = txn.last_seq()
-        tables = replay_in_memory(h.identity, _journal(txn), total=total, progress=progress)
-        for table in DERIVED_TABLES:
-            txn.drop(table)
-            txn.put_sorted(table, tables.sorted_items(table))
-        h.env.drop_legacy_tables(txn)
-        txn.put("meta", LAYOUT_KEY, encode(DERIVED_LAYOUT))
-        txn.commit()
-    except BaseException:
-        txn.abort()
-        raise
+        with h.env.read() as reading:
+            total = reading.last_seq()
+            tables = replay_in_memory(h.identity, _journal(reading), total=total, progress=progress)
+        while True:
+            txn = h.env.begin_write(replay=True)
+            try:
+                for table in DERIVED_TABLES:
+                    txn.drop(table)
+                    txn.put_sorted(table, tables.sorted_items(table))
+                h.env.drop_legacy_tables(txn)
+                txn.put("meta", LAYOUT_KEY, encode(DERIVED_LAYOUT))
+                txn.commit()
+                break
+            except MapFull:  # the old and the new tables did not fit the map together (E2)
+                txn.abort()
+                h.env.grow()
+            except BaseException:
+                txn.abort()
+                raise
+    finally:
+        h.env.release_writer()
     h.discard_column_index()
     return total
 
