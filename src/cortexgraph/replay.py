@@ -41,7 +41,6 @@ from .core.commitments import SnapshotManifest, build_smt_rows, manifest_for, mm
 from .core.graph import OUT
 from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key, seq_key
-from .core.segments import build_postings
 from .core.uri import check_name
 from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
 from .handle import Handle, open_handle
@@ -150,8 +149,8 @@ def _replay(
     applied. ``on_entry(seq, bytes, mmr leaf hash)`` is called after each entry.
 
     ``bulk`` (a whole journal into empty in-memory tables): the keyword segments are built
-    once at the end from every keyword change (:func:`~cortexgraph.core.segments.
-    build_postings`) instead of written and merged as the entries go, and, unless a
+    in bulk from the keyword changes (:class:`~cortexgraph.writing.GatheredKeywords`)
+    instead of written and merged as the entries go, and, unless a
     checkpoint needs the SMT on the way, the SMT is built once at the end, bottom-up from
     every memory and edge (:func:`~cortexgraph.core.commitments.build_smt_rows`), instead
     of updated in stretches. The rows are the same either way (J4, S2).
@@ -187,10 +186,8 @@ def _replay(
                 on_checkpoint(seq)
         if progress is not None and seq % _PROGRESS_EVERY == 0:
             progress(seq, total)
-    if whole and isinstance(txn, MemTxn):
-        txn.apply_mutations(
-            [("postings", k, v) for k, v in build_postings(writer.keyword_changes or (), size)]
-        )
+    if writer.gathered is not None:
+        txn.apply_mutations([("postings", k, v) for k, v in writer.gathered.finish(size)])
     if flush_every is None and isinstance(txn, MemTxn):
         memories = list(txn.tables["heads"])
         edges = [key for key in txn.tables["edges"] if key[:1] == OUT]

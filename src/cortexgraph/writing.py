@@ -17,10 +17,12 @@ from .core.journal import Entry, Identity, apply, edge_keys, head_ids
 from .core.postings import KeywordChange
 from .core.segments import (
     FANOUT,
+    MAX_LEVEL,
     PREFIX_SIZE,
     SEGMENT,
     STATS,
     Postings,
+    build_postings,
     decode_block,
     decode_stats,
     docs_blocks,
@@ -37,7 +39,7 @@ from .errors import CorruptionError
 from .store.memtxn import MemTxn
 from .store.txn import WriteTxn
 
-__all__ = ["EntryWriter", "KeywordSegments"]
+__all__ = ["EntryWriter", "GatheredKeywords", "KeywordSegments"]
 
 #: a writer keeps the segments it completed at levels below this in memory for the next
 #: merge (at most 15 of each level: about 4,000 memories' postings)
@@ -63,13 +65,12 @@ class EntryWriter:
         dirty: memory ids whose head changed since the last flush.
         dirty_edges: out-keys of the edges that changed since the last flush.
         keywords: the keyword segments being written.
-        keyword_changes: with ``gather_keywords``, every keyword change in seq order
-            ``(seq, memory id, terms or None)`` instead of segments written as it goes;
-            a whole-journal replay builds the ``postings`` table from them at the end
-            (``core.segments.build_postings``: the same rows).
+        gathered: with ``gather_keywords`` (a whole-journal replay), the keyword changes
+            are gathered (:class:`GatheredKeywords`) and the ``postings`` table built from
+            them in bulk, instead of segments written and merged as the entries go.
     """
 
-    __slots__ = ("dirty", "dirty_edges", "hash_name", "identity", "keyword_changes", "keywords")
+    __slots__ = ("dirty", "dirty_edges", "gathered", "hash_name", "identity", "keywords")
 
     def __init__(self, identity: Identity, *, gather_keywords: bool = False) -> None:
         self.identity = identity
@@ -77,9 +78,7 @@ class EntryWriter:
         self.dirty: dict[bytes, None] = {}
         self.dirty_edges: dict[bytes, None] = {}
         self.keywords = KeywordSegments()
-        self.keyword_changes: list[tuple[int, bytes, dict[str, int] | None]] | None = (
-            [] if gather_keywords else None
-        )
+        self.gathered = GatheredKeywords() if gather_keywords else None
 
     def write(
         self,
@@ -104,12 +103,10 @@ class EntryWriter:
         txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted, keywords=changes))
         row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
         txn.apply_mutations(row)
-        gathered = self.keyword_changes
-        if gathered is None:
+        if self.gathered is None:
             self.keywords.advance(txn, entry.seq, changes)
         else:
-            seq = entry.seq
-            gathered.extend((seq, change.memory_id, change.terms) for change in changes)
+            self.gathered.add(entry.seq, changes)
         self.dirty.update(dict.fromkeys(head_ids(entry.op, entry.fields)))
         self.dirty_edges.update(dict.fromkeys(edge_keys(entry.op, entry.fields)))
         leaf: bytes = row[0][2][:32]  # type: ignore[index]  # a put: the leaf comes first
@@ -129,6 +126,46 @@ class EntryWriter:
             txn.apply_mutations(changes)
             self.dirty.clear()
             self.dirty_edges.clear()
+
+
+class GatheredKeywords:
+    """The ``postings`` rows of a whole-journal replay, built in bulk
+    (``core.segments.build_postings``: the rows writes leave) instead of merge by merge.
+
+    A segment of the highest level never changes once the replay has passed its range's
+    end (it is never merged and its content is fixed as of that seq), so its rows are built
+    then and its changes dropped: a replay holds at most one top range's changes (65,536
+    entries' terms), not the whole journal's. The statistics are running totals.
+    """
+
+    __slots__ = ("changes", "count", "rows", "total")
+
+    def __init__(self) -> None:
+        self.changes: list[tuple[int, bytes, dict[str, int] | None]] = []
+        self.rows: list[tuple[bytes, bytes]] = []
+        self.count = 0
+        self.total = 0
+
+    def add(self, seq: int, changes: list[KeywordChange]) -> None:
+        """Gather the keyword changes of the entry at ``seq``."""
+        for change in changes:
+            self.changes.append((seq, change.memory_id, change.terms))
+            self.count += (change.terms is not None) - (change.before != 0)
+            self.total += change.length - change.before_length
+        if seq % span(MAX_LEVEL) == 0:
+            self._build(seq)
+
+    def _build(self, last: int) -> None:
+        self.rows.extend(row for row in build_postings(self.changes, last) if row[0] != STATS)
+        self.changes = []
+
+    def finish(self, last: int) -> list[tuple[bytes, bytes]]:
+        """Every row of the ``postings`` table at seq ``last`` (unordered)."""
+        self._build(last)
+        if self.count < 0 or self.total < 0:
+            raise CorruptionError("the keyword statistics would drop below zero")
+        stats = encode_stats(self.count, self.total)
+        return self.rows if stats is None else [*self.rows, (STATS, stats)]
 
 
 class KeywordSegments:
