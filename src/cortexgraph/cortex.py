@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -760,6 +761,50 @@ class Cortex:
         with self._handle.reading() as txn:
             return roots(self.hash_name, txn.get, txn.last_seq())[2]
 
+    def as_of(self, seq: int) -> PastView:
+        """A read-only view of the memory as it was after journal entry ``seq``.
+
+        The view is a :class:`Cortex` (read-only) over a temporary store that holds the
+        journal's first ``seq`` entries and the derived tables they give, built by the same
+        in-memory replay a rebuild runs (linear in ``seq``: ``docs/verification.md`` has
+        the costs). So ``resolve``, ``find``, ``recall``, ``traverse``, ``context`` and
+        ``prove`` answer exactly what this store answered when it held those entries, and
+        its ``overall_root()`` is :meth:`root_at`. Vector recall embeds the view's memories
+        with this store's embedder on its first use (nothing is cached). Close the view
+        (or use it in a ``with`` block) to delete the temporary store.
+
+        Raises:
+            ValidationError: not ``0 <= seq <= self.seq``.
+        """
+        import tempfile
+
+        from .replay import build_past_store
+
+        directory = Path(tempfile.mkdtemp(prefix="cortexgraph-as-of-"))
+        try:
+            build_past_store(self._handle, seq, directory / self.actor)
+            handle = open_handle(
+                directory / self.actor, self.actor, create=False, readonly=True,
+                map_size=DEFAULT_MAP_SIZE, sync=False, hash_name=self.hash_name,
+                embedder=self._handle.embedder, reembed=False, clock=self.clock,
+            )  # fmt: skip
+        except BaseException:
+            _remove_tree(directory)
+            raise
+        return PastView(handle, directory, seq)
+
+    def root_at(self, seq: int) -> bytes:
+        """The OverallRoot of the state after journal entry ``seq``: from the snapshot
+        stored at ``seq`` when there is one, else from an in-memory replay of the first
+        ``seq`` entries (linear in ``seq``). ``root_at(self.seq) == overall_root()``.
+
+        Raises:
+            ValidationError: not ``0 <= seq <= self.seq``.
+        """
+        from .trust import root_at
+
+        return root_at(self._handle, seq)
+
     def roots(self) -> SnapshotManifest:
         """The current roots as an (unstored) manifest, ``at`` set to 0."""
         with self._handle.reading() as txn:
@@ -814,7 +859,7 @@ class Cortex:
 
         The SMT root of a past state comes from the snapshot stored at that seq when
         there is one (take a snapshot whenever you hand a root out), else from replaying
-        the first ``old_seq`` entries into a scratch store (linear in ``old_seq``).
+        the first ``old_seq`` entries in memory (linear in ``old_seq``).
 
         Raises:
             ValidationError: not ``0 <= old_seq <= new_seq <= seq``.
@@ -893,3 +938,35 @@ def sync_vectors(
     texts were embedded (see :func:`cortexgraph.embedding.sync_vectors`). ``progress``
     follows the embedding, ``indexing`` the inserts into the graph."""
     return _sync_vectors(cx._handle, progress=progress, indexing=indexing)
+
+
+def _remove_tree(directory: Path) -> None:
+    import shutil
+
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+class PastView(Cortex):
+    """A read-only :class:`Cortex` over the state after an earlier journal entry (made by
+    :meth:`Cortex.as_of`). Closing it deletes its temporary store; so does the end of the
+    process if it is never closed.
+
+    Attributes:
+        as_of_seq: the seq of the last journal entry the view holds.
+    """
+
+    def __init__(self, handle: Handle, directory: Path, seq: int) -> None:
+        super().__init__(handle)
+        self.as_of_seq = seq
+        self._directory = directory
+        self._cleanup = weakref.finalize(self, _remove_tree, directory)
+
+    def close(self) -> None:
+        """Close the view and delete its temporary store."""
+        try:
+            super().close()
+        finally:
+            self._cleanup()
+
+    def __enter__(self) -> PastView:
+        return self

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import zip_longest
+from itertools import islice, zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,15 @@ from .core.graph import OUT
 from .core.journal import Identity, decode_entry
 from .core.keys import seq_from_key, seq_key
 from .core.uri import check_name
-from .errors import CorruptionError, CortexError, NotFoundError, VerificationError
+from .errors import (
+    CorruptionError,
+    CortexError,
+    NotFoundError,
+    ValidationError,
+    VerificationError,
+)
 from .handle import Handle, open_handle
-from .store.env import DEFAULT_MAP_SIZE, DERIVED_LAYOUT, DERIVED_TABLES, LAYOUT_KEY
+from .store.env import DEFAULT_MAP_SIZE, DERIVED_LAYOUT, DERIVED_TABLES, LAYOUT_KEY, Environment
 from .store.guards import MapFull
 from .store.memtxn import MemTxn
 from .store.pages import check_pages
@@ -264,6 +270,40 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
         h.env.release_writer()
     h.discard_column_index()
     return total
+
+
+def build_past_store(h: Handle, seq: int, path: Path) -> None:
+    """Create at ``path`` a store of ``h``'s actor holding the first ``seq`` entries of its
+    journal and the derived tables they give (replayed in memory, loaded in key order), as
+    a store that had only ever written those entries would hold them (J4). The embedder
+    record is copied, so the past store opens with the same embedder.
+
+    Raises:
+        ValidationError: not ``0 <= seq <= h``'s seq.
+    """
+    with h.reading() as txn:
+        total = txn.last_seq()
+        embedder = txn.get("meta", b"embedder")
+    if type(seq) is not int or not 0 <= seq <= total:
+        raise ValidationError(f"must be an integer from 0 to {total}, not {seq!r}", field="seq")
+    entries = list(islice((item for chunk in h.journal_chunks(0) for item in chunk), seq))
+    tables = replay_in_memory(h.identity, entries, total=seq)
+    env = Environment(
+        path, h.actor, create=True, readonly=False, map_size=DEFAULT_MAP_SIZE, sync=False,
+        hash_name=h.hash_name,
+    )  # fmt: skip
+    try:
+
+        def load(txn: WriteTxn) -> None:
+            txn.put_sorted("journal", [(seq_key(s), data) for s, data in entries])
+            for table in DERIVED_TABLES:
+                txn.put_sorted(table, tables.sorted_items(table))
+            if embedder is not None:
+                txn.put("meta", b"embedder", bytes(embedder))
+
+        env.write_small(load)
+    finally:
+        env.close()
 
 
 def replay_in_memory(

@@ -22,13 +22,15 @@ from .core.checkpoint import Checkpoint, parse_checkpoint_text, split_note
 from .core.commitments import SnapshotManifest, manifest_for, mmr_getter, roots
 from .core.consistency import ConsistencyProof, build_consistency_proof, check_sizes
 from .core.keys import seq_from_key, seq_key
+from .core.mmr import mmr_root as mmr_root_at
+from .core.roots import overall_root
 from .errors import CortexError, ValidationError, VerificationError
 from .handle import Handle
 from .replay import replay_in_memory
 from .signing import SigningKey, VerifierKey, sign_checkpoint, verify_checkpoint
 from .store.txn import ReadTxn, WriteTxn
 
-__all__ = ["prove_consistency", "read_checkpoints", "take_snapshot"]
+__all__ = ["prove_consistency", "read_checkpoints", "root_at", "take_snapshot"]
 
 _CHECKPOINT = b"checkpoint"
 
@@ -56,6 +58,22 @@ def prove_consistency(h: Handle, old_seq: int, new_seq: int | None) -> Consisten
     with h.reading() as txn:
         get_node = mmr_getter(txn.get)
         return build_consistency_proof(h.hash_name, get_node, old, known[old], new, known[new])
+
+
+def root_at(h: Handle, seq: int) -> bytes:
+    """Carry out :meth:`Cortex.root_at`: the stored snapshot's OverallRoot at ``seq``, else
+    the MMR root read from the store and the SMT root of an in-memory replay."""
+    with h.reading() as txn:
+        size = txn.last_seq()
+        if type(seq) is not int or not 0 <= seq <= size:
+            raise ValidationError(f"must be an integer from 0 to {size}, not {seq!r}", field="seq")
+        if seq == size:
+            return roots(h.hash_name, txn.get, size)[2]
+        stored = txn.get("snapshots", seq_key(seq))
+        if stored is not None:
+            return SnapshotManifest.decode(bytes(stored)).overall_root
+        mmr_root = mmr_root_at(h.hash_name, mmr_getter(txn.get), seq)
+    return overall_root(h.hash_name, seq, mmr_root, _replayed_smt_root(h, seq))
 
 
 def _replayed_smt_root(h: Handle, seq: int) -> bytes:
