@@ -49,7 +49,7 @@ LAYERS: list[tuple[str, frozenset[str]]] = [
             }
         ),
     ),
-    ("facade", frozenset({"cortex", "merkle", "__init__"})),
+    ("facade", frozenset({"cortex", "merkle", "replication", "__init__"})),
     ("outer", frozenset({"cli", "demo", "integrations", "extract", "io", "migrate", "__main__"})),
 ]
 

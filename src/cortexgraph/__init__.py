@@ -84,6 +84,7 @@ if TYPE_CHECKING:
     from .find import FindResult, Hit
     from .recall import RecallHit, RecallResult
     from .replay import ActorReport, VerifyReport, verify
+    from .replication import SyncReport, sync
     from .scope import ScopeView, verify_scope
     from .scope_env import scope_from_env
     from .signing import SigningKey, VerifierKey, verify_checkpoint
@@ -151,6 +152,8 @@ _LAZY: dict[str, str] = {
     "verify": ".replay",
     "SigningKey": ".signing",
     "VerifierKey": ".signing",
+    "SyncReport": ".replication",
+    "sync": ".replication",
     "verify_checkpoint": ".signing",
     "ScopeView": ".scope",
     "verify_scope": ".scope",
@@ -237,6 +240,7 @@ __all__ = [
     "Stats",
     "StorageError",
     "StorageFullError",
+    "SyncReport",
     "SystemClock",
     "TokenEstimator",
     "TombstonedError",
@@ -256,6 +260,7 @@ __all__ = [
     "render",
     "scope_from_env",
     "store_generation",
+    "sync",
     "verify",
     "verify_checkpoint",
     "verify_consistency",

@@ -32,6 +32,7 @@ from .index_code import add_index_code_parser
 from .keys import add_keys_parser
 from .mcp import add_mcp_parser
 from .output import Output, fail
+from .replication import add_replication_parser
 
 __all__ = ["main"]
 
@@ -337,6 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_agents_parser(sub, common)
     add_keys_parser(sub, common)
     add_fleet_parser(sub, common)
+    add_replication_parser(sub, common)
     return parser
 
 
