@@ -104,18 +104,29 @@ def _no_mutations(*_args: Any, **_kwargs: Any) -> list[Any]:
     return []
 
 
+#: what the patched MMR step returns: one constant row (``EntryWriter.write`` reads the
+#: entry's leaf from the first row it is given), always the same key, no hashing
+_PLACEHOLDER_ROW = [("mmr", b"\xff" * 8, bytes(32))]
+
+
+def _placeholder_mmr(*_args: Any, **_kwargs: Any) -> list[Any]:
+    return _PLACEHOLDER_ROW
+
+
 @contextmanager
 def merkle_off() -> Iterator[None]:
     """Batches made inside skip the MMR and SMT work (the stores they write are incomplete).
 
     ``writing.EntryWriter`` looks ``mmr_mutations`` and ``smt_mutations`` up
     in ``cortexgraph.writing`` at call time, so patching them there removes exactly the
-    Merkle work: the hashing, the ``mmr`` and ``smt`` reads and the node puts. What stays
-    is the bookkeeping around them (a dirty-set insert and an empty ``apply_mutations`` call
-    per entry, one more such call per batch), well under a microsecond per memory.
+    Merkle work: the hashing, the ``mmr`` and ``smt`` reads and the row puts. What stays
+    is the bookkeeping around them (a dirty-set insert per entry, one empty
+    ``apply_mutations`` call per batch) and one put of the same constant ``mmr`` row per
+    entry (``EntryWriter.write`` takes the entry's leaf from the first MMR row), about a
+    microsecond per memory.
     """
     saved = writing_module.mmr_mutations, writing_module.smt_mutations
-    writing_module.mmr_mutations = _no_mutations  # type: ignore[assignment]
+    writing_module.mmr_mutations = _placeholder_mmr  # type: ignore[assignment]
     writing_module.smt_mutations = _no_mutations  # type: ignore[assignment]
     try:
         yield
@@ -281,24 +292,27 @@ def scan_journal(path: Path, *, decode: bool) -> tuple[int, float]:
 
 
 def rebuild_mutations(root: Path) -> list[tuple[str, bytes, bytes | None]]:
-    """Every put and delete ``cx.rebuild()`` makes on the store at ``root``, in order.
+    """Every row ``cx.rebuild()`` writes on the store at ``root``, in order.
 
-    Recorded by wrapping ``WriteTxn.apply_mutations`` (the only way a replay writes
-    derived rows; it drops the tables first, which is not recorded) for one rebuild.
+    A rebuild replays in memory and then loads each emptied table in key order
+    (``WriteTxn.put_sorted``); the loads are recorded by wrapping it for one rebuild (the
+    drops of the tables are not recorded).
     """
     recorded: list[tuple[str, bytes, bytes | None]] = []
-    real = WriteTxn.apply_mutations
+    real = WriteTxn.put_sorted
 
-    def recording(self: WriteTxn, mutations: list[tuple[str, bytes, bytes | None]]) -> None:
-        recorded.extend(mutations)
-        real(self, mutations)
+    def recording(self: WriteTxn, table: str, items: list[tuple[bytes, bytes]]) -> None:
+        recorded.extend((table, key, value) for key, value in items)
+        real(self, table, items)
 
-    WriteTxn.apply_mutations = recording  # type: ignore[method-assign]
+    WriteTxn.put_sorted = recording  # type: ignore[method-assign]
     try:
         with cg.open(root, ACTOR) as cx:
             cx.rebuild()
     finally:
-        WriteTxn.apply_mutations = real  # type: ignore[method-assign]
+        WriteTxn.put_sorted = real  # type: ignore[method-assign]
+    if not recorded:
+        raise RuntimeError("the rebuild wrote no rows through WriteTxn.put_sorted")
     return recorded
 
 
