@@ -150,8 +150,9 @@ class GatheredKeywords:
         """Gather the keyword changes of the entry at ``seq``."""
         for change in changes:
             self.changes.append((seq, change.memory_id, change.terms))
-            self.count += (change.terms is not None) - (change.before != 0)
-            self.total += change.length - change.before_length
+            docs, length = change.stats_delta()
+            self.count += docs
+            self.total += length
         if seq % span(MAX_LEVEL) == 0:
             self._build(seq)
 
@@ -210,8 +211,9 @@ class KeywordSegments:
                 stats = self.stats = list(decode_stats(txn.get("postings", STATS)))
             first = range_first(0, seq)
             for change in changes:
-                stats[0] += (change.terms is not None) - (change.before != 0)
-                stats[1] += change.length - change.before_length
+                docs_delta, length_delta = change.stats_delta()
+                stats[0] += docs_delta
+                stats[1] += length_delta
                 if change.before >= first or change.terms is not None:
                     docs = self._open(txn, first)
                     docs.pop(change.memory_id, None)

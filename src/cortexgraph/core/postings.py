@@ -119,3 +119,7 @@ class KeywordChange(NamedTuple):
     before_length: int
     terms: dict[str, int] | None
     length: int
+
+    def stats_delta(self) -> tuple[int, int]:
+        """What the change adds to the statistics: (memories indexed, sum of lengths)."""
+        return (self.terms is not None) - (self.before != 0), self.length - self.before_length
