@@ -162,11 +162,12 @@ def _replay(
     of updated in stretches. The rows are the same either way (J4, S2).
     """
     stops = sorted(set(checkpoints))
-    whole = bulk and isinstance(txn, MemTxn) and after == 0
-    writer = EntryWriter(identity, gather_keywords=whole)
+    # a whole journal into empty in-memory tables: the keyword and SMT tables are built in bulk
+    in_bulk = txn if bulk and isinstance(txn, MemTxn) and after == 0 else None
+    writer = EntryWriter(identity, gather_keywords=in_bulk is not None)
+    smt_in_bulk = in_bulk is not None and not stops
     stop_at = 0
     size = after
-    flush_every = None if whole and not stops else _SMT_FLUSH
     for seq, data in entries:
         if seq != size + 1:
             raise ReplayError(size + 1, f"journal entry {size + 1} is missing (next is {seq})")
@@ -184,7 +185,7 @@ def _replay(
         if on_entry is not None:
             on_entry(seq, data, leaf)
         at_stop = stop_at < len(stops) and stops[stop_at] == seq
-        if at_stop or (flush_every is not None and writer.pending >= flush_every):
+        if at_stop or (not smt_in_bulk and writer.pending >= _SMT_FLUSH):
             writer.flush(txn)
         if at_stop:
             stop_at += 1
@@ -192,19 +193,27 @@ def _replay(
                 on_checkpoint(seq)
         if progress is not None and seq % _PROGRESS_EVERY == 0:
             progress(seq, total)
-    if writer.gathered is not None:
-        txn.apply_mutations([("postings", k, v) for k, v in writer.gathered.finish(size)])
-    if flush_every is None and isinstance(txn, MemTxn):
-        memories = list(txn.tables["heads"])
-        edges = [key for key in txn.tables["edges"] if key[:1] == OUT]
-        rows = build_smt_rows(identity.hash_name, txn.get, memories, edges)
-        txn.apply_mutations([("smt", key, row) for key, row in rows])
-        writer.dirty.clear()
-        writer.dirty_edges.clear()
+    if in_bulk is not None:
+        _finish_in_bulk(in_bulk, writer, size, smt=smt_in_bulk)
     writer.flush(txn)
     if progress is not None:
         progress(size, total)
     return size
+
+
+def _finish_in_bulk(tables: MemTxn, writer: EntryWriter, size: int, *, smt: bool) -> None:
+    """The tables a whole-journal replay builds at its end: the keyword segments from the
+    gathered changes and, with ``smt``, the SMT bottom-up from every memory and edge (what
+    the writer would otherwise apply from its dirty sets, which are dropped)."""
+    if writer.gathered is not None:
+        tables.apply_mutations([("postings", k, v) for k, v in writer.gathered.finish(size)])
+    if smt:
+        memories = list(tables.tables["heads"])
+        edges = [key for key in tables.tables["edges"] if key[:1] == OUT]
+        rows = build_smt_rows(writer.hash_name, tables.get, memories, edges)
+        tables.apply_mutations([("smt", key, row) for key, row in rows])
+        writer.dirty.clear()
+        writer.dirty_edges.clear()
 
 
 def _journal(txn: ReadTxn) -> Iterator[tuple[int, bytes]]:
