@@ -39,6 +39,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -101,13 +102,18 @@ class _LocalLeader:
         return self.cx.prove_consistency(old, new)
 
     def entries(self, since: int, until: int) -> list[tuple[int, bytes]]:
-        return [(seq, data) for seq, data in self.cx.journal_bytes(since) if seq <= until]
+        return _entries_between(self.cx, since, until)
 
     def checkpoint(self, seq: int) -> str | None:
         return _note_at(self.cx, seq)
 
     def close(self) -> None:
         self.cx.close()
+
+
+def _entries_between(cx: Cortex, since: int, until: int) -> list[tuple[int, bytes]]:
+    """The journal entries with ``since < seq <= until`` (the read stops at ``until``)."""
+    return list(takewhile(lambda item: item[0] <= until, cx.journal_bytes(since)))
 
 
 def _note_at(cx: Cortex, seq: int) -> str | None:
@@ -282,13 +288,8 @@ class JournalHandler(BaseHTTPRequestHandler):
         if path == "/v1/proof":
             return 200, {"proof": cx.prove_consistency(query["old"], query["new"]).encode()}
         if path == "/v1/entries":
-            since, until = query["since"], query["until"]
-            entries = []
-            for seq, data in cx.journal_bytes(since):
-                if seq > until:
-                    break
-                entries.append([seq, data])
-            return 200, {"entries": entries}
+            entries = _entries_between(cx, query["since"], query["until"])
+            return 200, {"entries": [[seq, data] for seq, data in entries]}
         if path == "/v1/checkpoint":
             note = _note_at(cx, query["seq"])
             return (404, {"error": "no checkpoint"}) if note is None else (200, {"note": note})
