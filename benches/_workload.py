@@ -459,6 +459,12 @@ class SqliteFts5:
             db.executemany("INSERT INTO tags VALUES (?, ?)", ((tag, row) for tag in memory.tags))
         db.execute("COMMIT")
 
+    def write_batches(self, memories: Sequence[cg.Memory], ns: str, batch_size: int) -> None:
+        """Insert ``memories``, ``batch_size`` to a durable transaction (as
+        :func:`write_cortex` does for cortexgraph)."""
+        for first in range(0, len(memories), batch_size):
+            self.write_many(memories[first : first + batch_size], ns)
+
     def keyword(self, query: str, k: int) -> list[int]:
         """The ``k`` best rows for ``query`` (its words OR-ed) by FTS5's ``bm25()``."""
         match = " OR ".join(f'"{word}"' for word in query.split())

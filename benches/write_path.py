@@ -98,8 +98,7 @@ def measure_batched(root: Path) -> dict[str, Any]:
         db = SqliteFts5(root / f"batched-{rep}.sqlite")
         try:
             start = _clock()
-            for first in range(0, len(memories), BATCH):
-                db.write_many(memories[first : first + BATCH], NS)
+            db.write_batches(memories, NS, BATCH)
             sqlite.append(len(memories) / (_clock() - start))
         finally:
             db.close()
@@ -125,8 +124,7 @@ def _prefill(root: Path, memories: Sequence[cg.Memory]) -> tuple[Path, Path]:
         progress(f"big: prefilled {len(memories):,} memories in {_clock() - start:.1f} s")
     db = SqliteFts5(root / "big.sqlite")
     try:
-        for first in range(0, len(memories), BATCH):
-            db.write_many(memories[first : first + BATCH], NS)
+        db.write_batches(memories, NS, BATCH)
     finally:
         db.close()
     return path, root / "big.sqlite"
@@ -146,8 +144,7 @@ def measure_big(path: Path, sqlite_path: Path, big: int) -> dict[str, Any]:
         db = SqliteFts5.reopen(sqlite_path)
         try:
             start = _clock()
-            for first in range(0, len(extra), BATCH):
-                db.write_many(extra[first : first + BATCH], NS)
+            db.write_batches(extra, NS, BATCH)
             sqlite.append(len(extra) / (_clock() - start))
         finally:
             db.close()
