@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 from cortexgraph.merkle import verify_memory_proof
-from test_bulk_replay import _OPS, _apply
+from test_bulk_replay import _apply, operations
 
 T0 = 1_700_000_000_000
 
@@ -59,11 +59,7 @@ def _answers(cx: cg.Cortex, ids: list[cg.MemoryURI]) -> dict[str, object]:
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    ops=st.lists(
-        st.tuples(st.sampled_from(_OPS), st.integers(0, 10**6), st.integers(0, 10**6)),
-        min_size=3,
-        max_size=80,
-    ),
+    ops=operations(3, 80),
     size=st.integers(1, 25),
     where=st.floats(0.0, 1.0),
 )

@@ -23,6 +23,30 @@ import cortexgraph.core.segments as segments
 import cortexgraph.writing as writing
 from cortexgraph.core.postings import KeywordChange
 
+_WORDS = [
+    "deploy",
+    "cluster",
+    "blue",
+    "green",
+    "queue",
+    "worker",
+    "cache",
+    "token",
+    "retry",
+    "limit",
+    "alert",
+]
+_OPS = ("write", "update", "head", "tombstone", "archive", "access", "edge", "unedge", "attest")
+
+
+def operations(min_size: int, max_size: int) -> st.SearchStrategy[list[tuple[str, int, int]]]:
+    """Lists of ``(op, x, y)`` for :func:`_apply`."""
+    return st.lists(
+        st.tuples(st.sampled_from(_OPS), st.integers(0, 10**6), st.integers(0, 10**6)),
+        min_size=min_size,
+        max_size=max_size,
+    )
+
 
 @pytest.fixture
 def low_top_level(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,46 +55,18 @@ def low_top_level(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _history(cx: cg.Cortex, seed: int) -> None:
-    """Writes, updates, head moves, archives, restores and tombstones in random batches."""
+    """About 900 entries of the operations ``_apply`` makes (writes first of all), drawn
+    from a seeded generator, in batches of random sizes."""
     rng = random.Random(seed)
-    words = [
-        "deploy",
-        "cluster",
-        "blue",
-        "green",
-        "queue",
-        "worker",
-        "cache",
-        "token",
-        "retry",
-        "limit",
-        "alert",
-    ]
+    weighted = ("write",) * 11 + _OPS[1:]
     uris: list[cg.MemoryURI] = []
     at = 1_700_000_000_000
     while cx.seq < 900:
         with cx.batch() as b:
             for _ in range(rng.randint(1, 60)):
                 at += 1
-                roll = rng.random()
-                text = " ".join(rng.sample(words, rng.randint(2, 6)))
-                if roll < 0.55 or len(uris) < 5:
-                    uris.append(b.write(cg.Fact(text=text), at=at))
-                    continue
-                uri = rng.choice(uris)
-                record = b.resolve(uri.head)
-                if record.status == "tombstoned":
-                    continue
-                if roll < 0.75 and record.status == "active":
-                    b.update(uri, text=text, at=at)
-                elif roll < 0.8 and record.latest > 1 and record.status == "active":
-                    b.update_head(uri, version=1 if record.version > 1 else 2, at=at)
-                elif roll < 0.88 and record.status == "active":
-                    b.archive(uri, at=at)
-                elif roll < 0.94 and record.status == "archived":
-                    b.record_access([uri.head], at=at)
-                elif roll >= 0.94:
-                    b.tombstone(uri, at=at)
+                op = rng.choice(weighted)
+                _apply(b, uris, op, rng.randrange(10**6), rng.randrange(10**6), at)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -103,29 +99,9 @@ def test_gathering_drops_each_completed_top_range() -> None:
     assert segments.decode_stats(rows[-1][1]) == (300, 300)
 
 
-_WORDS = [
-    "deploy",
-    "cluster",
-    "blue",
-    "green",
-    "queue",
-    "worker",
-    "cache",
-    "token",
-    "retry",
-    "limit",
-    "alert",
-]
-_OPS = ("write", "update", "head", "tombstone", "archive", "access", "edge", "unedge", "attest")
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    ops=st.lists(
-        st.tuples(st.sampled_from(_OPS), st.integers(0, 10**6), st.integers(0, 10**6)),
-        min_size=5,
-        max_size=120,
-    ),
+    ops=operations(5, 120),
     cuts=st.lists(st.integers(1, 30), min_size=1, max_size=20),
     compact_at=st.integers(0, 120),
 )
