@@ -104,3 +104,13 @@ def stop(repo: Path, path: Path, event: str = "Stop") -> subprocess.CompletedPro
     return hook(event, payload, repo)
 
 
+def session_start(
+    repo: Path, session_id: str = "s2", source: str = "startup"
+) -> subprocess.CompletedProcess[str]:
+    payload = {
+        "session_id": session_id,
+        "cwd": str(repo),
+        "hook_event_name": "SessionStart",
+        "source": source,
+    }
+    return hook("SessionStart", payload, repo)

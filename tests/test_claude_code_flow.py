@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import cortexgraph as cg
-from claude_code_support import hook, stop, transcript
+from claude_code_support import hook, session_start, stop, transcript
 from cortexgraph.integrations.claude_code import hooks
 from cortexgraph.integrations.claude_code.stores import global_store, project_store
 
@@ -68,16 +68,7 @@ def test_a_configured_extractor_feeds_both_stores(repo: Path, tmp_path: Path) ->
         "Careful: the staging cluster shares its queue with CI.",
         "I prefer small pull requests with one change each.",
     } <= found
-    start = hook(
-        "SessionStart",
-        {
-            "session_id": "s2",
-            "cwd": str(repo),
-            "hook_event_name": "SessionStart",
-            "source": "startup",
-        },
-        repo,
-    )
+    start = session_start(repo)
     surface = json.loads(start.stdout)["hookSpecificOutput"]["additionalContext"]
     assert surface.count("I prefer small pull requests with one change each.") == 1
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import cortexgraph as cg
-from claude_code_support import SESSION, hook, stop, transcript
+from claude_code_support import SESSION, hook, session_start, stop, transcript
 from cortexgraph.integrations.claude_code.stores import project_store
 from cortexgraph.integrations.claude_code.surface import END_MARK, START_MARK, compute_surface
 
@@ -48,16 +48,7 @@ def test_a_session_is_learned_surfaced_and_recalled(repo: Path, tmp_path: Path) 
     surface_file = repo / ".claude" / "cortex-memory.local.md"
     assert "PostgreSQL instead of MySQL" in surface_file.read_text()  # Stop regenerated it
     surface_file.write_text("# my notes\nkeep me\n")
-    start = hook(
-        "SessionStart",
-        {
-            "session_id": "s2",
-            "cwd": str(repo),
-            "hook_event_name": "SessionStart",
-            "source": "startup",
-        },
-        repo,
-    )
+    start = session_start(repo)
     assert start.returncode == 0
     context = json.loads(start.stdout)["hookSpecificOutput"]
     assert context["hookEventName"] == "SessionStart"
@@ -70,16 +61,7 @@ def test_a_session_is_learned_surfaced_and_recalled(repo: Path, tmp_path: Path) 
         == context["additionalContext"]
     )
 
-    again = hook(
-        "SessionStart",
-        {
-            "session_id": "s3",
-            "cwd": str(repo),
-            "hook_event_name": "SessionStart",
-            "source": "resume",
-        },
-        repo,
-    )
+    again = session_start(repo, "s3", "resume")
     assert again.stdout == start.stdout  # the same store gives the same bytes
 
     def ask(text: str) -> subprocess.CompletedProcess[str]:
@@ -315,16 +297,7 @@ def fill(repo: Path, memories: list[cg.Memory]) -> None:
 
 def start_surface(repo: Path) -> str:
     """What SessionStart prints as additionalContext for ``repo`` (checked to be there)."""
-    done = hook(
-        "SessionStart",
-        {
-            "session_id": "s",
-            "cwd": str(repo),
-            "hook_event_name": "SessionStart",
-            "source": "startup",
-        },
-        repo,
-    )
+    done = session_start(repo, "s")
     assert done.returncode == 0, done.stderr
     text: str = json.loads(done.stdout)["hookSpecificOutput"]["additionalContext"]
     return text
