@@ -108,8 +108,12 @@ def open(
         hash_name: ``"blake3"`` (default) or ``"sha256"``, fixed when the environment is
             created; opening with a different one is a ``ValidationError``.
         map_size: initial LMDB map size in bytes (it grows on demand).
-        sync: fsync every commit (durable). ``False`` trades durability of the last
-            commits on power loss for speed; a crash of the process loses nothing.
+        sync: make every commit durable before it returns. On Linux a commit then
+            appends its entries to the store's journal log and flushes that file once,
+            and a system stop is recovered from the log at the next open
+            (``docs/reliability.md``); elsewhere LMDB flushes each commit. ``False``
+            trades durability of the last commits on power loss for speed; a crash of
+            the process loses nothing.
         embedder: what vector recall embeds with (an :class:`Embedder`). Its name and
             dimension are recorded when the store is created (default: a
             ``HashEmbedder``); later opens use the recorded one, and passing a different
@@ -749,7 +753,8 @@ class Cortex:
     def table_digests(self) -> dict[str, str]:
         """A BLAKE3 hex digest of every table's keys and values, taken in one read.
 
-        Two stores with equal digests hold byte-identical tables.
+        Two stores with equal digests hold byte-identical tables (``meta``'s record of
+        where the journal log ends aside).
         """
         with self._handle.reading() as txn:
             return {name: self._handle.env.table_digest(txn, name).hex() for name in TABLES}

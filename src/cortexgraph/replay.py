@@ -593,6 +593,8 @@ class _Verifier:
         except CorruptionError as exc:
             self.bad(None, f"the store's own Merkle tables are unreadable: {exc}")
         self.snapshots = _stored_snapshots(self.original, self.problems)
+        for problem in h.env.check_log(self.original):  # the journal log's copy
+            self.bad(None, problem)
         self.check_tail()
         for seq in self.snapshots:
             if seq > self.total:

@@ -44,16 +44,24 @@ Map growth (see ``docs/reliability.md``):
   (:class:`WriterLock`): a batch that grows the map re-applies its entries at the seqs it
   computed, which is only right if no other writer committed in between.
 
-Files: ``data.mdb`` and ``lock.mdb`` (LMDB's), ``writer.lock`` (E4; empty, only locked).
+Durability: a durable handle on Linux writes in log mode (:mod:`.journal_log`, L1-L4):
+each commit flushes one record of the journal log, and LMDB commits without flushing until
+the handle closes. A store whose LMDB may have been left torn by a system stop is made again
+from its log when it is opened.
+
+Files: ``data.mdb`` and ``lock.mdb`` (LMDB's), ``writer.lock`` (E4; empty, only locked),
+``journal.log`` and ``journal.dirty`` (log mode), ``data.mdb.untrusted`` (an LMDB file set
+aside by a recovery).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -61,6 +69,7 @@ import blake3
 import lmdb
 
 from ..core.codec import decode, encode
+from ..core.keys import seq_from_key, seq_key
 from ..errors import (
     AlreadyOpenError,
     CorruptionError,
@@ -72,6 +81,17 @@ from ..errors import (
     ValidationError,
 )
 from .guards import NO_WRITER, MapFull, MapGate, WriterLock, storage_error
+from .journal_log import (
+    LOG_END_KEY,
+    LOG_NAME,
+    LOGGED_TABLES,
+    JournalLog,
+    boot_id,
+    clear_dirty,
+    dirty_boot,
+    encode_record,
+    mark_dirty,
+)
 from .txn import ReadTxn, WriteTxn
 
 __all__ = [
@@ -113,6 +133,8 @@ DERIVED_LAYOUT = 2
 #: Tables of earlier layouts that this one no longer has; a rebuild deletes them.
 LEGACY_TABLES = ("idx",)
 LAYOUT_KEY = b"layout"
+#: journal entries a record holds when a whole journal is written to the log at once
+_EXPORT_CHUNK = 10_000
 DEFAULT_MAP_SIZE = 1 << 30  # 1 GiB of address space; the file grows only as it is used
 MAX_MAP_SIZE = 1 << 40
 _T = TypeVar("_T")
@@ -194,6 +216,11 @@ class Environment:
         if not exists and (readonly or not create):
             raise NotFoundError(f"no cortexgraph environment at {path}")
         key = os.path.realpath(path) if exists else os.path.abspath(path)
+        # Log mode (store/journal_log.py): a durable handle that can tell this boot from
+        # another flushes the journal log once per commit and LMDB only at close (L1-L4).
+        self._boot = boot_id() if sync and not readonly else None
+        self._log: JournalLog | None = None
+        recover = False
         with _registry_lock:
             other = _open_paths.get(key)
             if other is not None and other() is not None and not other()._closed:  # type: ignore[union-attr]
@@ -204,6 +231,14 @@ class Environment:
             try:
                 if not exists:
                     path.mkdir(parents=True, exist_ok=True)
+                self._writer = WriterLock(path / "writer.lock") if not readonly else NO_WRITER
+            except OSError as exc:
+                raise StorageError(
+                    f"cannot open a store at {path}: {exc}", operation="open"
+                ) from exc
+            try:
+                if exists:
+                    recover = self._set_aside_untrusted()
                 self._env = lmdb.open(
                     str(path),
                     map_size=map_size,
@@ -211,32 +246,241 @@ class Environment:
                     subdir=True,
                     readonly=readonly,
                     create=not readonly,
-                    sync=sync,
-                    metasync=sync,
+                    sync=sync and self._boot is None,
+                    metasync=sync and self._boot is None,
                     readahead=False,
                     meminit=False,
                     lock=True,
                 )
             except lmdb.Error as exc:
+                self._writer.close()
                 raise storage_error(exc, path, operation="open") from exc
             except OSError as exc:
+                self._writer.close()
                 raise StorageError(
                     f"cannot open a store at {path}: {exc}", operation="open"
                 ) from exc
+            except BaseException:
+                self._writer.close()
+                raise
             self._key = os.path.realpath(path)
             _open_paths[self._key] = weakref.ref(self)
         try:
-            self._writer = WriterLock(path / "writer.lock") if not readonly else NO_WRITER
-        except OSError as exc:
-            self.close()
-            raise StorageError(
-                f"cannot open {path / 'writer.lock'}: {exc}", operation="open"
-            ) from exc
-        try:
+            if recover:
+                self._recover_from_log()
             self.dbs, self.identity_meta = self._setup(actor, hash_name)
         except BaseException:
             self.close()
             raise
+
+    # -- the journal log (store/journal_log.py) -------------------------------------------
+
+    def _set_aside_untrusted(self) -> bool:
+        """Whether LMDB must be made again from the journal log: the system went down
+        while it held unflushed commits (L3). If so, ``data.mdb`` is renamed
+        ``data.mdb.untrusted`` (replacing an earlier one), holding the writer lock.
+
+        Raises:
+            StorageError: a read-only open of such a store (it cannot be recovered
+                without writing).
+            CorruptionError: there is no journal log to recover from.
+        """
+        marked = dirty_boot(self.path)
+        if marked is None or marked == boot_id():
+            return False
+        if self.readonly:
+            raise StorageError(
+                f"{self.path}: the system stopped while this store held writes LMDB had not"
+                " flushed; open it writable once to rebuild it from its journal log",
+                operation="open",
+            )
+        self._writer.acquire()
+        try:
+            marked = dirty_boot(self.path)  # another process may have recovered it meanwhile
+            if marked is None or marked == boot_id():
+                return False
+            log = self.path / LOG_NAME
+            if not log.exists() or log.stat().st_size <= len(b"CGJLOG1\n"):
+                raise CorruptionError(
+                    f"{self.path}: the system stopped while this store held writes LMDB had"
+                    f" not flushed, and there is no journal log to rebuild it from. If"
+                    f" data.mdb is known to be whole, delete {self.path / 'journal.dirty'}",
+                    table="journal",
+                    operation="open",
+                )
+            os.replace(self.path / "data.mdb", self.path / "data.mdb.untrusted")
+        finally:
+            self._writer.release()
+        return True
+
+    def _recover_from_log(self) -> None:
+        """Load the journal and the ``meta`` and ``snapshots`` rows from the journal log
+        into the fresh LMDB, flushed, in one transaction; the facade then rebuilds the
+        derived tables (no layout is recorded, so the store reads as one to rebuild)."""
+        log = JournalLog(self.path)
+        try:
+            entries: list[tuple[bytes, bytes]] = []
+            rows: dict[tuple[str, bytes], bytes | None] = {}
+            end = log.header_end
+            for record in log.records():
+                for offset, entry in enumerate(record.entries):
+                    entries.append((seq_key(record.first_seq + offset), entry))
+                for table, key, value in record.rows:
+                    rows[table, key] = value
+                end = record.end
+            txn = self._begin_write("recover", replay=True, logged=False)
+            try:
+                dbs = {
+                    name: self._env.open_db(name.encode(), txn=txn._txn, create=True)
+                    for name in TABLES
+                }
+                txn._dbs = dbs
+                for (table, key), value in sorted(rows.items()):
+                    if value is not None and key != LAYOUT_KEY:
+                        txn.put(table, key, value)
+                txn.put_sorted("journal", entries)
+                txn.put("meta", LOG_END_KEY, encode([end, len(entries)]))
+                txn.commit()
+            except BaseException:
+                txn.abort()
+                raise
+            log.truncate(end)  # a torn last record, never reported done
+            self._env.sync(True)
+            clear_dirty(self.path)
+        except lmdb.Error as exc:
+            raise storage_error(exc, self.path, operation="recover") from exc
+        finally:
+            log.close()
+
+    def _log_end(self, txn: ReadTxn) -> tuple[int, int] | None:
+        """``meta`` ``log_end``: the offset the log reaches and the last seq it holds."""
+        raw = txn.get("meta", LOG_END_KEY)
+        if raw is None:
+            return None
+        value = decode(raw, what="the journal log's end")
+        if type(value) is not list or len(value) != 2 or not all(type(v) is int for v in value):
+            raise CorruptionError(
+                f"{self.path} records a bad journal log end {value!r}",
+                table="meta",
+                operation="open",
+            )
+        return value[0], value[1]
+
+    def _log_prepare(self, txn: WriteTxn) -> Callable[[], None] | None:
+        """Before LMDB commits ``txn`` (it will not flush): make sure the dirty marker is
+        there (L3), then write and flush the transaction's record (L1) and record where
+        the log now ends (L2). Returns what takes the record back should LMDB's commit
+        fail (None: nothing was written).
+
+        The first logged commit of a store without a log (made by an earlier release or
+        without log mode, or copied without it) writes the log whole instead: every
+        journal entry and every ``meta`` and ``snapshots`` row, this transaction's
+        included. Entries a handle without log mode committed after the log's end go
+        into the record too."""
+        boot = self._boot
+        assert boot is not None and txn.logged is not None
+        log = self._log
+        if log is None:
+            log = self._log = JournalLog(self.path)
+        if not os.path.exists(self.path / "journal.dirty"):
+            mark_dirty(self.path, boot)
+        entries, rows = txn.logged
+        if not entries and not rows:
+            return None
+        mark = self._log_end(txn)
+        last = txn.last_seq()
+        first_new = last - len(entries) + 1  # this transaction's first entry
+        if mark is None or mark[0] > log.size() or mark[1] >= first_new:
+            offset, start = log.header_end, 1  # no log, or not this store's: written whole
+            rows = [
+                (table, bytes(key), bytes(value))
+                for table in sorted(LOGGED_TABLES)
+                for key, value in txn.iter_items(table, b"")
+                if not (table == "meta" and bytes(key) == LOG_END_KEY)
+            ]
+        else:
+            offset, start = mark[0], mark[1] + 1
+        chunks: Iterator[list[bytes]]
+        if start < first_new:  # entries the log lacks: read back, in records of a bound size
+            journal = txn.iter_items("journal", b"", seq_key(start))
+            chunks = iter(
+                lambda: [bytes(v) for _, v in itertools.islice(journal, _EXPORT_CHUNK)], []
+            )
+        else:
+            chunks = iter([entries])
+        end, seq = offset, start
+        for chunk in chunks:
+            end = log.append(end, encode_record(seq, chunk, rows))
+            seq, rows = seq + len(chunk), []
+        if rows:
+            end = log.append(end, encode_record(seq, [], rows))
+        txn.put_raw_meta(LOG_END_KEY, encode([end, last]))
+        return lambda: log.truncate(offset)
+
+    def _unlog_prepare(self, txn: WriteTxn) -> None:
+        """Before a commit without log mode: one that adds what the log carries leaves the
+        log behind, so its end goes (the next logged commit writes it whole again, and
+        verify holds nothing against it meanwhile)."""
+        assert txn.logged is not None
+        entries, rows = txn.logged
+        if (entries or rows) and txn.get("meta", LOG_END_KEY) is not None:
+            txn.delete_raw_meta(LOG_END_KEY)
+
+    def check_log(self, txn: ReadTxn) -> list[str]:
+        """What is wrong with the journal log against the store as ``txn`` sees it (empty:
+        nothing). Every entry must be the journal's, and the rows, applied in order, must
+        be ``meta``'s and ``snapshots``' (``meta`` ``log_end`` and ``layout`` aside). A
+        store never written in log mode (no ``log_end``) has nothing to check."""
+        mark = self._log_end(txn)
+        if mark is None:
+            return []
+        path = self.path / LOG_NAME
+        if not path.exists():
+            return [f"{path} is missing"]
+        problems: list[str] = []
+        log = JournalLog(self.path, readonly=True)
+        try:
+            rows: dict[tuple[str, bytes], bytes | None] = {}
+            journal = txn.iter_items("journal", b"")
+            seq = 0
+            for record in log.records(end=mark[0]):
+                for entry in record.entries:
+                    seq += 1
+                    item = next(journal, None)
+                    if item is None or seq_from_key(bytes(item[0])) != seq or item[1] != entry:
+                        return [f"{path}: entry {seq} differs from the journal's"]
+                for table, key, value in record.rows:
+                    rows[table, key] = value
+            if seq != mark[1] or next(journal, None) is not None:
+                problems.append(f"{path} holds {seq} entries; the journal {txn.last_seq()}")
+            stored: dict[tuple[str, bytes], bytes | None] = {
+                (table, bytes(key)): bytes(value)
+                for table in sorted(LOGGED_TABLES)
+                for key, value in txn.iter_items(table, b"")
+            }
+            logged = {k: v for k, v in rows.items() if v is not None}
+            for unlogged in (("meta", LOG_END_KEY), ("meta", LAYOUT_KEY)):
+                stored.pop(unlogged, None)
+                logged.pop(unlogged, None)
+            for table, key in sorted(set(stored) | set(logged)):
+                if stored.get((table, key)) != logged.get((table, key)):
+                    problems.append(f"{path}: {table} row {key!r} differs from the store's")
+        except CorruptionError as exc:
+            problems.append(str(exc))
+        finally:
+            log.close()
+        return problems
+
+    def _checkpoint(self) -> None:
+        """Flush LMDB and remove the dirty marker, holding the writer lock (L3)."""
+        self._writer.acquire()
+        try:
+            self._env.sync(True)
+            clear_dirty(self.path)
+        except lmdb.Error as exc:
+            raise storage_error(exc, self.path, operation="close") from exc
+        finally:
+            self._writer.release()
 
     # -- setup ------------------------------------------------------------------------
 
@@ -418,7 +662,9 @@ class Environment:
         self._check_usable()
         return _ReadContext(self)
 
-    def _begin_write(self, operation: str, *, replay: bool = False) -> WriteTxn:
+    def _begin_write(
+        self, operation: str, *, replay: bool = False, logged: bool = True
+    ) -> WriteTxn:
         writer = self._writer
         writer.acquire()
         try:
@@ -426,7 +672,15 @@ class Environment:
         except BaseException:
             writer.release()
             raise
-        return WriteTxn(txn, self.dbs, self.path, on_end=self._end_write, replay=replay)
+        if not logged:
+            prepare = None
+        elif self._boot is not None:
+            prepare = self._log_prepare
+        else:
+            prepare = self._unlog_prepare
+        return WriteTxn(
+            txn, self.dbs, self.path, on_end=self._end_write, replay=replay, prepare=prepare
+        )
 
     def _end_write(self) -> None:
         """What a write transaction gives back when it ends: its place in the map gate
@@ -610,7 +864,13 @@ class Environment:
             if ref is not None and ref() is self:
                 del _open_paths[self._key]
         if not self._forked and hasattr(self, "_env"):
-            self._env.close()
+            try:
+                if self._log is not None:
+                    self._checkpoint()
+            finally:
+                if self._log is not None:
+                    self._log.close()
+                self._env.close()
         writer = getattr(self, "_writer", NO_WRITER)
         if writer is not NO_WRITER:
             writer.close()
@@ -624,12 +884,18 @@ class Environment:
         return txn.count(table)
 
     def table_digest(self, txn: ReadTxn, table: str) -> bytes:
-        """BLAKE3 over every (key, value) of ``table`` in key order, length-prefixed."""
+        """BLAKE3 over every (key, value) of ``table`` in key order, length-prefixed.
+
+        ``meta``'s ``log_end`` is left out: where the journal log ends depends on how the
+        store was written (with or without log mode, in which records), not on what it
+        holds."""
         h = blake3.blake3()
         parts: list[bytes] = []
         append, pack = parts.append, _U32.pack
         with txn.cursor(table) as cur:
             for key, value in cur:
+                if table == "meta" and key == LOG_END_KEY:
+                    continue
                 append(pack(len(key)))
                 append(key)
                 append(pack(len(value)))

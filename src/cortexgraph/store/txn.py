@@ -18,6 +18,7 @@ import lmdb
 from ..core.keys import seq_from_key, seq_key
 from ..errors import BatchNoJournalError, CorruptionError, CortexError
 from .guards import MapFull, storage_error
+from .journal_log import LOGGED_TABLES
 
 __all__ = ["ReadTxn", "WriteTxn"]
 
@@ -137,7 +138,7 @@ class WriteTxn(ReadTxn):
     or aborts (once); ``on_end`` gives both back.
     """
 
-    __slots__ = ("_on_end", "entries", "live", "mutations", "replay")
+    __slots__ = ("_on_end", "_prepare", "entries", "live", "logged", "mutations", "replay")
 
     def __init__(
         self,
@@ -147,9 +148,17 @@ class WriteTxn(ReadTxn):
         *,
         on_end: Callable[[], None],
         replay: bool = False,
+        prepare: Callable[[WriteTxn], Callable[[], None] | None] | None = None,
     ) -> None:
         super().__init__(txn, dbs, path)
         self._on_end = on_end
+        # In log mode (store/journal_log.py) what the journal log must carry, and the
+        # environment's step that writes and flushes it before LMDB commits (L1); the step
+        # returns what undoes it should the commit fail.
+        self._prepare = prepare
+        self.logged: tuple[list[bytes], list[tuple[str, bytes, bytes | None]]] | None = (
+            None if prepare is None else ([], [])
+        )
         self.entries = 0
         self.mutations = 0
         self.live = True
@@ -162,6 +171,8 @@ class WriteTxn(ReadTxn):
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.mutations += 1
+        if self.logged is not None and table in LOGGED_TABLES:
+            self.logged[1].append((table, key, value))
         try:
             self._txn.put(key, value, True, True, False, self._dbs[table])
         except lmdb.Error as exc:
@@ -169,6 +180,8 @@ class WriteTxn(ReadTxn):
 
     def delete(self, table: str, key: bytes) -> None:
         self.mutations += 1
+        if self.logged is not None and table in LOGGED_TABLES:
+            self.logged[1].append((table, key, None))
         try:
             self._txn.delete(key, b"", self._dbs[table])
         except lmdb.Error as exc:
@@ -177,6 +190,8 @@ class WriteTxn(ReadTxn):
     def apply_mutations(self, mutations: list[tuple[str, bytes, bytes | None]]) -> None:
         """Put or delete each ``(table, key, value)``; ``None`` deletes."""
         self.mutations += len(mutations)
+        if self.logged is not None:
+            self.logged[1].extend(m for m in mutations if m[0] in LOGGED_TABLES)
         dbs = self._dbs
         put, delete = self._txn.put, self._txn.delete
         table = None
@@ -219,6 +234,22 @@ class WriteTxn(ReadTxn):
                 f"journal seq {seq} already exists", table="journal", operation="append"
             )
         self.entries += 1
+        if self.logged is not None:
+            self.logged[0].append(data)
+
+    def put_raw_meta(self, key: bytes, value: bytes) -> None:
+        """Put a ``meta`` row the journal log does not carry (its own end, L2)."""
+        try:
+            self._txn.put(key, value, db=self._dbs["meta"])
+        except lmdb.Error as exc:
+            raise self._write_error(exc, "meta", "put") from None
+
+    def delete_raw_meta(self, key: bytes) -> None:
+        """Delete a ``meta`` row the journal log does not carry (its own end, L2)."""
+        try:
+            self._txn.delete(key, b"", self._dbs["meta"])
+        except lmdb.Error as exc:
+            raise self._write_error(exc, "meta", "delete") from None
 
     def put_snapshot(self, key: bytes, value: bytes) -> None:
         """Store a snapshot manifest. Snapshots are records *about* the journal, not
@@ -227,6 +258,8 @@ class WriteTxn(ReadTxn):
             self._txn.put(key, value, db=self._dbs["snapshots"])
         except lmdb.Error as exc:
             raise self._write_error(exc, "snapshots", "put") from None
+        if self.logged is not None:
+            self.logged[1].append(("snapshots", key, value))
 
     def drop(self, table: str) -> None:
         """Empty one table (used by rebuild, inside the rebuild's transaction)."""
@@ -243,9 +276,18 @@ class WriteTxn(ReadTxn):
                 f"a batch made {self.mutations} store mutation(s) without a journal entry"
             )
         try:
+            undo = self._prepare(self) if self._prepare is not None else None
+        except BaseException:
+            self.abort()  # the log's record was not flushed: LMDB must not commit either
+            raise
+        try:
             self._txn.commit()
-        except lmdb.Error as exc:
-            raise self._write_error(exc, None, "commit") from None
+        except BaseException as exc:
+            if undo is not None:
+                undo()  # the record of a commit that failed must not outlive it (L1)
+            if isinstance(exc, lmdb.Error):
+                raise self._write_error(exc, None, "commit") from None
+            raise
         finally:
             self._end()
 

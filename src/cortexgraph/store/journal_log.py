@@ -1,0 +1,328 @@
+"""The journal log: an append-only file that makes a durable commit cost one flush.
+
+LMDB makes a commit durable with two flushes in order: the data pages, then the meta page.
+In log mode a write transaction first appends what it adds that cannot be derived from
+anything else — its journal entries and its rows of ``meta`` and ``snapshots`` — to
+``journal.log`` as one record and flushes that file once (``fdatasync``); then it commits to
+LMDB without a flush. The log therefore holds, from the store's creation on, every journal
+entry and every ``meta`` and ``snapshots`` row: everything but the derived tables and the
+caches, which a rebuild makes again.
+
+The rules that keep this as safe as LMDB's own durable commit (L1-L4):
+
+- L1 a transaction is reported done only after its record is flushed, and LMDB commits
+  after the flush; a commit that fails truncates the record away again.
+- L2 ``meta`` ``log_end`` (in LMDB, written by the same transaction) records the offset the
+  log reaches and the last seq it holds. The next writer writes its record at that offset:
+  a record beyond it never reached LMDB (its process died between the flush and the commit)
+  and is overwritten.
+- L3 ``journal.dirty`` holds the boot id of the running system while LMDB holds commits that
+  were not flushed; a writer creates it (flushed) before its first unflushed commit, and a
+  writable handle's ``close`` flushes LMDB and removes it, holding the writer lock. On open,
+  a marker with this boot's id means only processes died: the kernel still holds every page
+  they wrote, so LMDB is whole. A marker with another boot's id means the system went down
+  with unflushed LMDB pages, which may have reached the disk in any order: LMDB is not
+  trusted, it is set aside as ``data.mdb.untrusted`` and the store is made again from the
+  log (the journal and rows loaded as they are, the derived tables rebuilt by the facade).
+- L4 where no boot id can be read (systems other than Linux), log mode is off and LMDB
+  flushes its own commits as before.
+
+The file: an 8-byte header (:data:`MAGIC`), then records. A record is a 4-byte big-endian
+length ``n``, ``n`` bytes of canonical CBOR ``[first_seq, [entry, ...], [[table, key,
+value-or-null], ...]]`` and the 32-byte BLAKE3 of the length and the CBOR. A scan stops at
+the first record that is short or does not match its hash: only the last record can be torn
+(a crash during its write), and a torn record was never reported done.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from blake3 import blake3
+
+from ..core.codec import decode, encode
+from ..errors import CorruptionError, StorageError, StorageFullError
+
+__all__ = [
+    "DIRTY_NAME",
+    "LOGGED_TABLES",
+    "LOG_END_KEY",
+    "LOG_NAME",
+    "MAGIC",
+    "JournalLog",
+    "LogRecord",
+    "boot_id",
+    "clear_dirty",
+    "dirty_boot",
+    "encode_record",
+    "mark_dirty",
+]
+
+LOG_NAME = "journal.log"
+DIRTY_NAME = "journal.dirty"
+MAGIC = b"CGJLOG1\n"
+#: the tables whose rows the log carries beside the journal: not derived, not caches
+LOGGED_TABLES = frozenset({"meta", "snapshots"})
+#: ``meta`` key of ``[offset the log reaches, last seq it holds]`` (L2); never logged itself
+LOG_END_KEY = b"log_end"
+_LEN = struct.Struct(">I")
+_HASH = 32
+_MAX_RECORD = 1 << 31  # a record's CBOR is at most this long: a bigger length is damage
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+Row = tuple[str, bytes, bytes | None]
+
+
+_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+def io_error(exc: OSError, path: Path, what: str) -> StorageError:
+    """The typed error for an ``OSError`` met while doing ``what`` to ``path``: a full
+    disk is a :class:`StorageFullError`."""
+    if exc.errno in _FULL:
+        return StorageFullError(f"{path}: no space left to {what} ({exc})", operation="log")
+    return StorageError(f"cannot {what} {path}: {exc}", operation="log")
+
+
+def boot_id() -> str | None:
+    """This boot of the system, as Linux names it (None where it cannot be read: L4)."""
+    try:
+        text = _BOOT_ID.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text or None
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def dirty_boot(directory: Path) -> str | None:
+    """The boot id in ``journal.dirty`` (None when there is no marker)."""
+    try:
+        return (directory / DIRTY_NAME).read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(
+            f"cannot read {directory / DIRTY_NAME}: {exc}", operation="open"
+        ) from exc
+
+
+def mark_dirty(directory: Path, boot: str) -> None:
+    """Create ``journal.dirty`` with ``boot``, flushed with its directory entry (L3)."""
+    path = directory / DIRTY_NAME
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, boot.encode("ascii") + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(directory)
+    except OSError as exc:
+        raise io_error(exc, path, "write") from exc
+
+
+def clear_dirty(directory: Path) -> None:
+    """Remove ``journal.dirty`` (after LMDB was flushed), the removal flushed (L3)."""
+    try:
+        os.unlink(directory / DIRTY_NAME)
+        _fsync_dir(directory)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise io_error(exc, directory / DIRTY_NAME, "remove") from exc
+
+
+def encode_record(first_seq: int, entries: Sequence[bytes], rows: Sequence[Row]) -> bytes:
+    """One log record: length, canonical CBOR of ``[first_seq, entries, rows]``, hash."""
+    body = encode([first_seq, list(entries), [list(row) for row in rows]])
+    head = _LEN.pack(len(body))
+    return head + body + blake3(head + body).digest()
+
+
+class LogRecord:
+    """A record read back from the log: what one transaction added."""
+
+    __slots__ = ("end", "entries", "first_seq", "rows")
+
+    def __init__(self, first_seq: int, entries: list[bytes], rows: list[Row], end: int) -> None:
+        self.first_seq = first_seq
+        self.entries = entries
+        self.rows = rows
+        self.end = end  # the offset just past the record
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + len(self.entries) - 1
+
+
+def _record(body: bytes, end: int, path: Path) -> LogRecord:
+    value: Any = decode(body, what=f"a record of {path}")
+    if (
+        type(value) is not list
+        or len(value) != 3
+        or type(value[0]) is not int
+        or value[0] < 1
+        or type(value[1]) is not list
+        or type(value[2]) is not list
+        or not all(type(entry) is bytes for entry in value[1])
+    ):
+        raise CorruptionError(
+            f"{path}: a record that is not [first_seq, entries, rows]", operation="log"
+        )
+    rows: list[Row] = []
+    for row in value[2]:
+        if (
+            type(row) is not list
+            or len(row) != 3
+            or row[0] not in LOGGED_TABLES
+            or type(row[1]) is not bytes
+            or not (row[2] is None or type(row[2]) is bytes)
+        ):
+            raise CorruptionError(f"{path}: a record with a bad row {row!r}", operation="log")
+        rows.append((row[0], row[1], row[2]))
+    return LogRecord(value[0], value[1], rows, end)
+
+
+class JournalLog:
+    """The log file of one store, open for reading and writing (L1, L2).
+
+    Args:
+        directory: the store's directory; the file is ``journal.log`` in it, created (with
+            its header, flushed) when absent.
+        readonly: only read it (it must exist).
+
+    Raises:
+        StorageError: the file cannot be opened or created.
+        CorruptionError: the file does not start with the log's header.
+    """
+
+    def __init__(self, directory: Path, *, readonly: bool = False) -> None:
+        self.path = directory / LOG_NAME
+        flags = os.O_RDONLY if readonly else os.O_RDWR | os.O_CREAT
+        try:
+            self._fd = os.open(self.path, flags | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            raise io_error(exc, self.path, "open") from exc
+        try:
+            head = os.pread(self._fd, len(MAGIC), 0)
+            if len(head) < len(MAGIC) and MAGIC.startswith(head) and not readonly:
+                self._write_at(0, MAGIC)  # new, or its creation was cut short
+                os.fsync(self._fd)
+                _fsync_dir(directory)
+            elif head != MAGIC:
+                raise CorruptionError(f"{self.path} is not a journal log", operation="log")
+        except OSError as exc:
+            os.close(self._fd)
+            raise io_error(exc, self.path, "create") from exc
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    @property
+    def header_end(self) -> int:
+        """The offset of the first record."""
+        return len(MAGIC)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def _write_at(self, offset: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view, offset = view[written:], offset + written
+
+    def append(self, offset: int, record: bytes) -> int:
+        """Write ``record`` at ``offset``, cut off what lay beyond it and flush (L1, L2).
+
+        Returns:
+            The offset just past the record.
+
+        Raises:
+            StorageError: the write or the flush failed (the log is truncated back to
+                ``offset`` when possible).
+        """
+        end = offset + len(record)
+        try:
+            self._write_at(offset, record)
+            if self.size() > end:
+                os.ftruncate(self._fd, end)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            self.truncate(offset)
+            raise io_error(exc, self.path, "append to") from exc
+        return end
+
+    def truncate(self, end: int) -> None:
+        """Cut the log back to ``end`` and flush (a record whose commit failed, L1)."""
+        try:
+            if self.size() > end:
+                os.ftruncate(self._fd, end)
+                os.fdatasync(self._fd)
+        except OSError as exc:
+            raise io_error(exc, self.path, "truncate") from exc
+
+    def records(self, *, end: int | None = None) -> Iterator[LogRecord]:
+        """The records in order, up to ``end`` (default: the first torn or damaged one).
+
+        Raises:
+            CorruptionError: a record before ``end`` is damaged, or a record's seqs do not
+                follow the one before it.
+        """
+        try:
+            yield from self._records(end)
+        except OSError as exc:
+            raise io_error(exc, self.path, "read") from exc
+
+    def _records(self, end: int | None) -> Iterator[LogRecord]:
+        limit = self.size() if end is None else end
+        offset = self.header_end
+        next_seq = 1
+        while offset < limit:
+            head = os.pread(self._fd, _LEN.size, offset)
+            length = _LEN.unpack(head)[0] if len(head) == _LEN.size else -1
+            start = offset + _LEN.size
+            stop = start + length + _HASH
+            if length < 0 or length > _MAX_RECORD or stop > limit:
+                if end is None:
+                    return  # a torn last record: never reported done
+                raise CorruptionError(
+                    f"{self.path}: the record at offset {offset} runs past {limit}",
+                    operation="log",
+                )
+            data = os.pread(self._fd, length + _HASH, start)
+            body, digest = data[:length], data[length:]
+            if blake3(head + body).digest() != digest:
+                if end is None:
+                    return
+                raise CorruptionError(
+                    f"{self.path}: the record at offset {offset} does not match its hash",
+                    operation="log",
+                )
+            record = _record(body, stop, self.path)
+            if record.first_seq != next_seq:
+                raise CorruptionError(
+                    f"{self.path}: the record at offset {offset} starts at seq"
+                    f" {record.first_seq}, after seq {next_seq - 1}",
+                    operation="log",
+                )
+            next_seq += len(record.entries)
+            yield record
+            offset = stop
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,353 @@
+"""The journal log: durable commits with one flush, and recovery after a system stop (L1-L4).
+
+A system stop cannot be caused in a test, so it is staged: the store's directory is copied
+while a handle has it open (the copy holds what the kernel held, as a process kill leaves
+it), the dirty marker of the copy is given another boot's id, and ``data.mdb`` is damaged,
+as unflushed pages that reached the disk in any order could leave it. Opening the copy must
+rebuild it from its log into exactly the store that was copied.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import lmdb
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import cortexgraph as cg
+import cortexgraph.store.env as env_module
+from cortexgraph.errors import StorageError
+from cortexgraph.store.journal_log import (
+    DIRTY_NAME,
+    LOG_NAME,
+    MAGIC,
+    JournalLog,
+    boot_id,
+    encode_record,
+)
+
+ACTOR = "agent"
+T0 = 1_700_000_000_000
+
+pytestmark = pytest.mark.skipif(
+    boot_id() is None, reason="log mode needs the system's boot id (Linux)"
+)
+
+
+def _write_some(cx: cg.Cortex, first: int, count: int) -> list[cg.MemoryURI]:
+    uris = [
+        cx.write(cg.Fact(text=f"deploys go through the pipeline, step {i}"), at=T0 + i)
+        for i in range(first, first + count // 2)
+    ]
+    with cx.batch() as b:
+        for i in range(first + count // 2, first + count):
+            uris.append(b.write(cg.Fact(text=f"the cache holds run {i}", tags=["ci"]), at=T0 + i))
+    return uris
+
+
+def _history(cx: cg.Cortex) -> None:
+    """Writes, a batch, an update, a tombstone, an edge and a snapshot."""
+    uris = _write_some(cx, 0, 10)
+    cx.update(uris[0], text="deploys go through review first", at=T0 + 100)
+    cx.tombstone(uris[1], at=T0 + 101)
+    cx.add_edge(uris[2], uris[3], "related", at=T0 + 102)
+    cx.snapshot(at=T0 + 103)
+    _write_some(cx, 20, 4)
+
+
+def _state(cx: cg.Cortex) -> dict[str, Any]:
+    digests = cx.table_digests()
+    digests.pop("emb", None)
+    meta = digests.pop("meta")
+    assert meta  # the meta table exists; its rows are compared through the log instead
+    return {"digests": digests, "roots": cx.roots(), "snapshots": cx.snapshots()}
+
+
+def _stage_system_stop(source: Path, copy: Path, *, damage: bool = True) -> None:
+    """Copy the open store at ``source`` to ``copy`` as a system stop would leave it."""
+    shutil.copytree(source, copy)
+    (copy / ACTOR / DIRTY_NAME).write_text("a-boot-before-this-one\n", encoding="ascii")
+    if damage:
+        data = copy / ACTOR / "data.mdb"
+        with data.open("r+b") as f:
+            f.seek(0)
+            f.write(b"\xa5" * 65536)  # the meta pages and the first data pages
+
+
+def test_log_mode_holds_every_entry_and_row(tmp_path: Path) -> None:
+    """A durable handle writes the journal log: it holds every journal entry and every meta
+    and snapshots row, LMDB is opened without its own flushes, and verify checks the log."""
+    with cg.open(tmp_path, ACTOR) as cx:
+        _history(cx)
+        env = cx._handle.env
+        assert env._log is not None
+        assert env._env.flags()["sync"] is False
+        assert (tmp_path / ACTOR / DIRTY_NAME).exists()
+        with env.read() as txn:
+            assert env.check_log(txn) == []
+            journal = [bytes(v) for _, v in txn.iter_items("journal", b"")]
+        log = JournalLog(tmp_path / ACTOR, readonly=True)
+        logged = [entry for record in log.records() for entry in record.entries]
+        log.close()
+        assert logged == journal
+    assert not (tmp_path / ACTOR / DIRTY_NAME).exists()  # a clean close flushed LMDB
+    report = cg.verify(tmp_path, ACTOR)
+    assert report.ok, report
+
+
+def test_a_system_stop_rebuilds_the_store_from_its_log(tmp_path: Path) -> None:
+    """After a staged system stop, opening the store sets the damaged LMDB file aside and
+    makes the store again from the log: same tables, roots and snapshots, and it verifies."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        expected = _state(cx)
+        _stage_system_stop(tmp_path / "a", tmp_path / "b")
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        assert _state(cx) == expected
+        assert (tmp_path / "b" / ACTOR / "data.mdb.untrusted").exists()
+        _write_some(cx, 40, 4)  # and it goes on
+    assert cg.verify(tmp_path / "b", ACTOR).ok
+
+
+def test_a_process_kill_leaves_lmdb_trusted(tmp_path: Path) -> None:
+    """A dirty marker of this boot means only a process died: LMDB is used as it is."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        expected = _state(cx)
+        shutil.copytree(tmp_path / "a", tmp_path / "b")
+    assert (tmp_path / "b" / ACTOR / DIRTY_NAME).read_text().strip() == boot_id()
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        assert _state(cx) == expected
+    assert not (tmp_path / "b" / ACTOR / "data.mdb.untrusted").exists()
+
+
+def test_a_read_only_open_refuses_an_untrusted_store(tmp_path: Path) -> None:
+    """A read-only handle cannot recover, so it refuses, naming what to do, and changes
+    nothing."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        _stage_system_stop(tmp_path / "a", tmp_path / "b", damage=False)
+    before = sorted(os.listdir(tmp_path / "b" / ACTOR))
+    with pytest.raises(StorageError, match="open it writable once"):
+        cg.open(tmp_path / "b", ACTOR, readonly=True)
+    assert sorted(os.listdir(tmp_path / "b" / ACTOR)) == before
+
+
+def test_a_torn_last_record_is_dropped(tmp_path: Path) -> None:
+    """A record cut short by the stop (never reported done) is left out of the recovery and
+    cut off the log."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        expected = _state(cx)
+        _stage_system_stop(tmp_path / "a", tmp_path / "b")
+    log = tmp_path / "b" / ACTOR / LOG_NAME
+    size = log.stat().st_size
+    with log.open("ab") as f:
+        f.write(encode_record(10_000, [b"\x01"], [])[:-5])
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        assert _state(cx) == expected
+    reader = JournalLog(tmp_path / "b" / ACTOR, readonly=True)
+    ends = [record.end for record in reader.records()]
+    reader.close()
+    assert size in ends  # the torn bytes were cut off and the rebuild's record went there
+    assert ends[-1] == log.stat().st_size
+
+
+def test_a_flushed_record_lmdb_never_committed(tmp_path: Path) -> None:
+    """A record beyond ``log_end`` (its writer died between the flush and LMDB's commit) is
+    overwritten by the next writer when LMDB is trusted, and recovered after a system stop,
+    when the log is all there is (its write had not been reported either way)."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        _history(cx)
+        extra = _write_some(cx, 60, 1)
+        expected = _state(cx)
+    log_a = tmp_path / "a" / ACTOR / LOG_NAME
+    log_b = (tmp_path / "b" / ACTOR / LOG_NAME).read_bytes()
+    base = log_a.read_bytes()
+    assert log_b.startswith(base) and len(log_b) > len(base)
+    # the last record of b (the extra write) is what a's writer flushed and then died
+    shutil.copytree(tmp_path / "a", tmp_path / "c")
+    log_c = tmp_path / "c" / ACTOR / LOG_NAME
+    tail = log_b[len(base) :]
+    (tmp_path / "c" / ACTOR / DIRTY_NAME).write_text("a-boot-before-this-one\n")
+    log_c.write_bytes(base + tail)
+    with cg.open(tmp_path / "c", ACTOR) as cx:
+        assert cx.exists(extra[0])
+        assert _state(cx) == expected
+    # with LMDB trusted the record is not LMDB's and the next write takes its place
+    log_a.write_bytes(base + tail)
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        assert not cx.exists(extra[0])
+        _write_some(cx, 70, 2)
+        with cx._handle.env.read() as txn:
+            assert cx._handle.env.check_log(txn) == []
+
+
+class _FailingCommit:
+    """A stand-in for py-lmdb's transaction whose commit fails as a full disk would."""
+
+    def __init__(self, txn: Any) -> None:
+        self._txn = txn
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._txn, name)
+
+    def commit(self) -> None:
+        self._txn.abort()
+        raise lmdb.DiskError("fake: the commit failed")
+
+
+def test_a_failed_commit_takes_its_record_back(tmp_path: Path) -> None:
+    """When LMDB's commit fails after the record was flushed, the record is cut off again:
+    a later recovery must not bring back a write that was reported failed (L1)."""
+    with cg.open(tmp_path, ACTOR) as cx:
+        _history(cx)
+        env = cx._handle.env
+        log = tmp_path / ACTOR / LOG_NAME
+        size, last = log.stat().st_size, cx.seq
+        txn = env.begin_write()
+        txn.append_entry(last + 1, b"\xa0")
+        txn._txn = _FailingCommit(txn._txn)
+        with pytest.raises(StorageError):
+            txn.commit()
+        assert log.stat().st_size == size
+        assert cx.seq == last
+        _write_some(cx, 80, 2)
+        with env.read() as reader:
+            assert env.check_log(reader) == []
+
+
+def test_a_store_without_a_log_gets_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store written without log mode (no boot id, or an earlier release) gets its whole
+    journal and rows written to a new log at its first durable commit, and can then be
+    recovered from it."""
+    monkeypatch.setattr(env_module, "boot_id", lambda: None)
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        assert cx._handle.env._log is None
+        assert cx._handle.env._env.flags()["sync"] is True
+        _history(cx)
+    assert not (tmp_path / "a" / ACTOR / LOG_NAME).exists()
+    monkeypatch.undo()
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        assert not (tmp_path / "a" / ACTOR / LOG_NAME).exists()  # opening writes nothing
+        _write_some(cx, 50, 2)  # the first logged commit writes the log whole
+        expected = _state(cx)
+        with cx._handle.env.read() as txn:
+            assert cx._handle.env.check_log(txn) == []
+        _stage_system_stop(tmp_path / "a", tmp_path / "b")
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        assert _state(cx) == expected
+
+
+def test_entries_of_a_handle_without_log_mode_are_caught_up(tmp_path: Path) -> None:
+    """A ``sync=False`` handle does not write the log; what it commits marks the log as
+    behind (``log_end`` goes), so verify has nothing to hold against it, and the next
+    durable commit writes the log whole again."""
+    with cg.open(tmp_path, ACTOR) as cx:
+        _history(cx)
+    with cg.open(tmp_path, ACTOR, sync=False) as cx:
+        _write_some(cx, 90, 4)
+        cx.snapshot(at=T0 + 200)
+    assert cg.verify(tmp_path, ACTOR).ok
+    with cg.open(tmp_path, ACTOR) as cx:
+        _write_some(cx, 95, 2)
+        with cx._handle.env.read() as txn:
+            assert cx._handle.env.check_log(txn) == []
+        expected = _state(cx)
+        _stage_system_stop(tmp_path, tmp_path.parent / (tmp_path.name + "-copy"))
+    with cg.open(tmp_path.parent / (tmp_path.name + "-copy"), ACTOR) as cx:
+        assert _state(cx) == expected
+
+
+def test_verify_reports_a_log_that_differs(tmp_path: Path) -> None:
+    """A journal log whose entry differs from the journal's is reported by verify."""
+    with cg.open(tmp_path, ACTOR) as cx:
+        _history(cx)
+    log = tmp_path / ACTOR / LOG_NAME
+    data = bytearray(log.read_bytes())
+    at = data.index(b"pipeline, step 1")
+    data[at] ^= 0x01
+    log.write_bytes(bytes(data))
+    report = cg.verify(tmp_path, ACTOR)
+    assert not report.ok
+    assert any(LOG_NAME in problem for problem in report.actors[0].problems), report
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    import cortexgraph as cg
+    root, first = sys.argv[1], int(sys.argv[2])
+    with cg.open(root, "agent") as cx:
+        for i in range(first, first + 30):
+            cx.write(cg.Fact(text=f"process {first} wrote {i}"), at=1_700_000_000_000 + i)
+    """
+)
+
+
+@pytest.mark.slow
+def test_two_processes_writing_share_one_log(tmp_path: Path) -> None:
+    """Two processes writing the same store at once each append their records where the
+    other's end (L2): the log holds every entry once, in seq order, and rebuilds the store."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _write_some(cx, 0, 4)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "a"), str(first)], env=env)
+        for first in (1000, 2000)
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        assert cx.seq == 64
+        with cx._handle.env.read() as txn:
+            assert cx._handle.env.check_log(txn) == []
+        expected = _state(cx)
+        _stage_system_stop(tmp_path / "a", tmp_path / "b")
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        assert _state(cx) == expected
+
+
+_ENTRY = st.binary(min_size=1, max_size=40)
+_ROW = st.tuples(
+    st.sampled_from(["meta", "snapshots"]), st.binary(max_size=8), st.none() | st.binary(max_size=8)
+)
+
+
+@given(
+    records=st.lists(
+        st.tuples(st.lists(_ENTRY, max_size=4), st.lists(_ROW, max_size=2)), min_size=1, max_size=5
+    ),
+    cut=st.integers(min_value=0),
+)
+def test_records_read_back_and_a_cut_log_reads_a_prefix(
+    tmp_path_factory: pytest.TempPathFactory, records: list[Any], cut: int
+) -> None:
+    """Records read back as written; a log cut anywhere (a torn write) reads back as the
+    records that lie whole before the cut, never a damaged one."""
+    directory = tmp_path_factory.mktemp("log")
+    log = JournalLog(directory)
+    offset, seq, ends = log.header_end, 1, []
+    for entries, rows in records:
+        offset = log.append(offset, encode_record(seq, entries, rows))
+        seq += len(entries)
+        ends.append(offset)
+    read = [(r.first_seq, r.entries, r.rows, r.end) for r in log.records()]
+    expected, seq = [], 1
+    for (entries, rows), end in zip(records, ends, strict=True):
+        expected.append((seq, entries, [tuple(row) for row in rows], end))
+        seq += len(entries)
+    assert read == expected
+    cut_at = len(MAGIC) + cut % (offset - len(MAGIC) + 1)
+    log.truncate(cut_at)
+    assert [r.end for r in log.records()] == [end for end in ends if end <= cut_at]
+    log.close()
