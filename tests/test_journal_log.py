@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 import cortexgraph.store.env as env_module
-from cortexgraph.errors import StorageError
+from cortexgraph.errors import CorruptionError, StorageError
 from cortexgraph.store.journal_log import (
     DIRTY_NAME,
     LOG_NAME,
@@ -159,6 +159,34 @@ def test_a_torn_last_record_is_dropped(tmp_path: Path) -> None:
     reader.close()
     assert size in ends  # the torn bytes were cut off and the rebuild's record went there
     assert ends[-1] == log.stat().st_size
+
+
+def test_a_recovery_cut_short_is_finished(tmp_path: Path) -> None:
+    """A recovery stopped after it set ``data.mdb`` aside (the store has a log and no LMDB
+    file) is finished by the next open."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        expected = _state(cx)
+        _stage_system_stop(tmp_path / "a", tmp_path / "b")
+    store = tmp_path / "b" / ACTOR
+    os.replace(store / "data.mdb", store / "data.mdb.untrusted")
+    with cg.open(tmp_path / "b", ACTOR, create=False) as cx:
+        assert _state(cx) == expected
+
+
+def test_a_log_damaged_before_its_end_is_refused(tmp_path: Path) -> None:
+    """A record that does not match its hash and is not the last write is damage: the open
+    says so and sets nothing aside (the LMDB file is left for the user to judge)."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        _stage_system_stop(tmp_path / "a", tmp_path / "b", damage=False)
+    store = tmp_path / "b" / ACTOR
+    data = bytearray((store / LOG_NAME).read_bytes())
+    data[data.index(b"pipeline, step 1")] ^= 0x01
+    (store / LOG_NAME).write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match="does not match its hash"):
+        cg.open(tmp_path / "b", ACTOR)
+    assert (store / "data.mdb").exists() and not (store / "data.mdb.untrusted").exists()
 
 
 def test_a_flushed_record_lmdb_never_committed(tmp_path: Path) -> None:

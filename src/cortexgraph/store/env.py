@@ -82,16 +82,19 @@ from ..errors import (
 )
 from .guards import NO_WRITER, MapFull, MapGate, WriterLock, storage_error
 from .journal_log import (
+    DIRTY_NAME,
     LOG_END_KEY,
     LOG_NAME,
     LOGGED_TABLES,
     JournalLog,
+    LogRecord,
     boot_id,
     clear_dirty,
     dirty_boot,
     encode_record,
     mark_dirty,
 )
+from .journal_log import MAGIC as LOG_MAGIC
 from .txn import ReadTxn, WriteTxn
 
 __all__ = [
@@ -212,7 +215,8 @@ class Environment:
         self.dbs: dict[str, Any] = {}
         self._deferred: list[tuple[str, list[tuple[bytes, bytes]]]] = []
         self._deferred_lock = threading.Lock()
-        exists = (path / "data.mdb").exists()
+        # a store whose data.mdb a recovery set aside counts as one (it is recovered)
+        exists = (path / "data.mdb").exists() or (path / LOG_NAME).exists()
         if not exists and (readonly or not create):
             raise NotFoundError(f"no cortexgraph environment at {path}")
         key = os.path.realpath(path) if exists else os.path.abspath(path)
@@ -220,7 +224,7 @@ class Environment:
         # another flushes the journal log once per commit and LMDB only at close (L1-L4).
         self._boot = boot_id() if sync and not readonly else None
         self._log: JournalLog | None = None
-        recover = False
+        recover: list[LogRecord] | None = None
         with _registry_lock:
             other = _open_paths.get(key)
             if other is not None and other() is not None and not other()._closed:  # type: ignore[union-attr]
@@ -238,7 +242,7 @@ class Environment:
                 ) from exc
             try:
                 if exists:
-                    recover = self._set_aside_untrusted()
+                    recover = self._untrusted((path / "data.mdb").exists())
                 self._env = lmdb.open(
                     str(path),
                     map_size=map_size,
@@ -266,8 +270,8 @@ class Environment:
             self._key = os.path.realpath(path)
             _open_paths[self._key] = weakref.ref(self)
         try:
-            if recover:
-                self._recover_from_log()
+            if recover is not None:
+                self._recover_from_log(recover)
             self.dbs, self.identity_meta = self._setup(actor, hash_name)
         except BaseException:
             self.close()
@@ -275,19 +279,31 @@ class Environment:
 
     # -- the journal log (store/journal_log.py) -------------------------------------------
 
-    def _set_aside_untrusted(self) -> bool:
-        """Whether LMDB must be made again from the journal log: the system went down
-        while it held unflushed commits (L3). If so, ``data.mdb`` is renamed
-        ``data.mdb.untrusted`` (replacing an earlier one), holding the writer lock.
+    def _untrusted(self, lmdb_exists: bool) -> list[LogRecord] | None:
+        """The journal log's records when LMDB must be made again from them, else None.
+
+        That is so when the system went down while LMDB held unflushed commits (a dirty
+        marker from another boot, L3), or when ``data.mdb`` is missing beside a log that
+        holds records (a recovery cut short after setting it aside). The whole log is
+        read and checked first; then, holding the writer lock, ``data.mdb`` is renamed
+        ``data.mdb.untrusted`` (replacing the file an earlier recovery set aside).
 
         Raises:
             StorageError: a read-only open of such a store (it cannot be recovered
                 without writing).
-            CorruptionError: there is no journal log to recover from.
+            CorruptionError: there is no journal log to recover from, or it is damaged
+                before its last record (nothing is moved then).
         """
-        marked = dirty_boot(self.path)
-        if marked is None or marked == boot_id():
-            return False
+
+        def needed() -> bool:
+            marked = dirty_boot(self.path)
+            if marked is not None and marked != boot_id():
+                return True
+            log = self.path / LOG_NAME
+            return not lmdb_exists and log.exists() and log.stat().st_size > len(LOG_MAGIC)
+
+        if not needed():
+            return None
         if self.readonly:
             raise StorageError(
                 f"{self.path}: the system stopped while this store held writes LMDB had not"
@@ -296,61 +312,68 @@ class Environment:
             )
         self._writer.acquire()
         try:
-            marked = dirty_boot(self.path)  # another process may have recovered it meanwhile
-            if marked is None or marked == boot_id():
-                return False
-            log = self.path / LOG_NAME
-            if not log.exists() or log.stat().st_size <= len(b"CGJLOG1\n"):
+            if not needed():  # another process recovered it meanwhile
+                return None
+            records: list[LogRecord] = []
+            if (self.path / LOG_NAME).exists():
+                log = JournalLog(self.path, readonly=True)
+                try:
+                    records = list(log.records())
+                finally:
+                    log.close()
+            if not records:
                 raise CorruptionError(
                     f"{self.path}: the system stopped while this store held writes LMDB had"
                     f" not flushed, and there is no journal log to rebuild it from. If"
-                    f" data.mdb is known to be whole, delete {self.path / 'journal.dirty'}",
+                    f" data.mdb is known to be whole, delete {self.path / DIRTY_NAME}",
                     table="journal",
                     operation="open",
                 )
-            os.replace(self.path / "data.mdb", self.path / "data.mdb.untrusted")
+            if (self.path / "data.mdb").exists():
+                os.replace(self.path / "data.mdb", self.path / "data.mdb.untrusted")
+        except OSError as exc:
+            raise StorageError(f"cannot recover {self.path}: {exc}", operation="open") from exc
         finally:
             self._writer.release()
-        return True
+        return records
 
-    def _recover_from_log(self) -> None:
-        """Load the journal and the ``meta`` and ``snapshots`` rows from the journal log
-        into the fresh LMDB, flushed, in one transaction; the facade then rebuilds the
-        derived tables (no layout is recorded, so the store reads as one to rebuild)."""
-        log = JournalLog(self.path)
+    def _recover_from_log(self, records: list[LogRecord]) -> None:
+        """Load the journal and the ``meta`` and ``snapshots`` rows of ``records`` into
+        the fresh LMDB, in one transaction, flushed; the facade then rebuilds the derived
+        tables (no layout is recorded, so the store reads as one to rebuild)."""
+        entries: list[tuple[bytes, bytes]] = []
+        rows: dict[tuple[str, bytes], bytes | None] = {}
+        for record in records:
+            for offset, entry in enumerate(record.entries):
+                entries.append((seq_key(record.first_seq + offset), entry))
+            for table, key, value in record.rows:
+                rows[table, key] = value
+        end = records[-1].end
         try:
-            entries: list[tuple[bytes, bytes]] = []
-            rows: dict[tuple[str, bytes], bytes | None] = {}
-            end = log.header_end
-            for record in log.records():
-                for offset, entry in enumerate(record.entries):
-                    entries.append((seq_key(record.first_seq + offset), entry))
-                for table, key, value in record.rows:
-                    rows[table, key] = value
-                end = record.end
             txn = self._begin_write("recover", replay=True, logged=False)
             try:
-                dbs = {
+                txn._dbs = {
                     name: self._env.open_db(name.encode(), txn=txn._txn, create=True)
                     for name in TABLES
                 }
-                txn._dbs = dbs
                 for (table, key), value in sorted(rows.items()):
-                    if value is not None and key != LAYOUT_KEY:
+                    if value is not None and (table, key) != ("meta", LAYOUT_KEY):
                         txn.put(table, key, value)
                 txn.put_sorted("journal", entries)
-                txn.put("meta", LOG_END_KEY, encode([end, len(entries)]))
+                txn.put_raw_meta(LOG_END_KEY, encode([end, len(entries)]))
                 txn.commit()
             except BaseException:
                 txn.abort()
                 raise
-            log.truncate(end)  # a torn last record, never reported done
+            log = JournalLog(self.path)
+            try:
+                log.truncate(end)  # a torn last record, never reported done
+            finally:
+                log.close()
             self._env.sync(True)
             clear_dirty(self.path)
         except lmdb.Error as exc:
             raise storage_error(exc, self.path, operation="recover") from exc
-        finally:
-            log.close()
 
     def _log_end(self, txn: ReadTxn) -> tuple[int, int] | None:
         """``meta`` ``log_end``: the offset the log reaches and the last seq it holds."""
@@ -382,7 +405,7 @@ class Environment:
         log = self._log
         if log is None:
             log = self._log = JournalLog(self.path)
-        if not os.path.exists(self.path / "journal.dirty"):
+        if not os.path.exists(self.path / DIRTY_NAME):
             mark_dirty(self.path, boot)
         entries, rows = txn.logged
         if not entries and not rows:

@@ -30,8 +30,10 @@ The rules that keep this as safe as LMDB's own durable commit (L1-L4):
 The file: an 8-byte header (:data:`MAGIC`), then records. A record is a 4-byte big-endian
 length ``n``, ``n`` bytes of canonical CBOR ``[first_seq, [entry, ...], [[table, key,
 value-or-null], ...]]`` and the 32-byte BLAKE3 of the length and the CBOR. A scan stops at
-the first record that is short or does not match its hash: only the last record can be torn
-(a crash during its write), and a torn record was never reported done.
+the last record when it is short, or does not match its hash and ends the file (or is
+followed by zeros only): only the last record can be torn (a crash during its write), and a
+torn record was never reported done. A record that does not match its hash anywhere else is
+damage, reported as such.
 """
 
 from __future__ import annotations
@@ -305,8 +307,8 @@ class JournalLog:
             data = os.pread(self._fd, length + _HASH, start)
             body, digest = data[:length], data[length:]
             if blake3(head + body).digest() != digest:
-                if end is None:
-                    return
+                if end is None and (stop == limit or self._zeros_from(offset, limit)):
+                    return  # the last write, torn (or the file grown but not filled)
                 raise CorruptionError(
                     f"{self.path}: the record at offset {offset} does not match its hash",
                     operation="log",
@@ -321,6 +323,15 @@ class JournalLog:
             next_seq += len(record.entries)
             yield record
             offset = stop
+
+    def _zeros_from(self, offset: int, limit: int) -> bool:
+        """Whether every byte from ``offset`` to ``limit`` is zero."""
+        while offset < limit:
+            chunk = os.pread(self._fd, min(1 << 20, limit - offset), offset)
+            if not chunk or chunk.count(0) != len(chunk):
+                return not chunk
+            offset += len(chunk)
+        return True
 
     def close(self) -> None:
         if self._fd >= 0:
