@@ -273,6 +273,8 @@ class Environment:
             if recover is not None:
                 self._recover_from_log(recover)
             self.dbs, self.identity_meta = self._setup(actor, hash_name)
+            if not readonly and (path / LOG_NAME).exists():
+                self._drop_uncommitted_record()
         except BaseException:
             self.close()
             raise
@@ -374,6 +376,30 @@ class Environment:
             clear_dirty(self.path)
         except lmdb.Error as exc:
             raise storage_error(exc, self.path, operation="recover") from exc
+
+    def _drop_uncommitted_record(self) -> None:
+        """Cut off a record past ``log_end`` (its writer died between the log's flush and
+        LMDB's commit: L2). Done at a writable open, so that a later recovery cannot bring
+        back a transaction this store was seen without. Only when the writer lock is free
+        at once: a writer holding it may be between its flush and its commit, and its
+        commit overwrites any such record anyway."""
+        if not self._writer.acquire(blocking=False):
+            return
+        try:
+            with self.read() as txn:
+                mark = self._log_end(txn)
+            if mark is not None and (self.path / LOG_NAME).stat().st_size > mark[0]:
+                log = JournalLog(self.path)
+                try:
+                    log.truncate(mark[0])
+                finally:
+                    log.close()
+        except OSError as exc:
+            raise StorageError(
+                f"cannot read {self.path / LOG_NAME}: {exc}", operation="open"
+            ) from exc
+        finally:
+            self._writer.release()
 
     def _log_end(self, txn: ReadTxn) -> tuple[int, int] | None:
         """``meta`` ``log_end``: the offset the log reaches and the last seq it holds."""
