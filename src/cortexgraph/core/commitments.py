@@ -51,7 +51,7 @@ import attrs
 
 from ..errors import CorruptionError, ValidationError
 from .codec import as_map, decode, encode
-from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts
+from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts, local_hash_function
 from .journal import Entry, Identity, Mutation, decode_entry
 from .journal import memory_id as make_memory_id
 from .mmr import (
@@ -202,7 +202,7 @@ def build_mmr_rows(hash_name: str, entries: Iterable[bytes]) -> Iterator[tuple[b
     Nothing is read back: the left siblings a row needs are the peaks of the MMR so far,
     kept on a stack (at most 64 hashes).
     """
-    h = hash_function(hash_name)
+    h = local_hash_function(hash_name)  # one generator runs on one thread
     pack = _U64.pack
     peaks: list[bytes] = []  # the peaks of the MMR so far, highest first
     for index, data in enumerate(entries):
@@ -264,7 +264,7 @@ def _smt_leaves(
     hash_name: str, get: Get, memory_ids: Iterable[bytes], edges: Iterable[bytes]
 ) -> dict[bytes, bytes | None]:
     """The SMT key and value of each memory and each edge (``None``: the edge is gone)."""
-    h = hash_function(hash_name)
+    h = local_hash_function(hash_name)  # one call runs on one thread
     updates: dict[bytes, bytes | None] = {}
     unpack = _HEAD_PREFIX.unpack_from
     for memory_id in memory_ids:
