@@ -42,7 +42,7 @@ from .store.txn import WriteTxn
 __all__ = ["EntryWriter", "GatheredKeywords", "KeywordSegments"]
 
 #: a writer keeps the segments it completed at levels below this in memory for the next
-#: merge (at most 15 of each level: about 4,000 memories' postings)
+#: merge (at most 15 of each level: about 4,000 memories' postings; level 0 as docs)
 _KEPT_LEVELS = 2
 #: open-segment blocks this process wrote or read, by value: the next batch's writer
 #: finds the block it must extend already decoded (a single write skips the decode).
@@ -179,7 +179,17 @@ class KeywordSegments:
     rows after a flush depend only on the entries applied, never on where flushes fell.
     """
 
-    __slots__ = ("dirty", "docs", "done", "first", "stats", "stats_dirty", "unwritten")
+    __slots__ = (
+        "dirty",
+        "docs",
+        "done",
+        "first",
+        "killed",
+        "level0",
+        "stats",
+        "stats_dirty",
+        "unwritten",
+    )
 
     def __init__(self) -> None:
         #: the first seq of the open range whose segment :attr:`docs` holds (0: none)
@@ -191,10 +201,18 @@ class KeywordSegments:
         #: ``[memories indexed, sum of their lengths]``, once loaded
         self.stats: list[int] | None = None
         self.stats_dirty = False
-        #: the completed segments of the lowest levels this writer wrote, by (level,
-        #: first seq): what the next merge reads without decoding blocks
+        #: the completed level-1 segments this writer wrote, by (level, first seq): what
+        #: the next merge reads without decoding blocks
         self.done: dict[tuple[int, int], Postings] = {}
-        #: those of :attr:`done` not written yet (the next flush writes them)
+        #: the completed level-0 segments this writer wrote, by first seq, as the open
+        #: segment's docs were when its range ended (a segment's content is fixed then)
+        self.level0: dict[int, dict[bytes, dict[str, int]]] = {}
+        #: per segment of :attr:`level0`, the memories indexed there that a later entry
+        #: re-indexed or stopped indexing: its live docs are the others, so the next merge
+        #: needs no index seq read and no postings arrays for it
+        self.killed: dict[int, set[bytes]] = {}
+        #: the (level, first seq) of those of :attr:`done` and :attr:`level0` not written
+        #: yet (the next flush writes them)
         self.unwritten: set[tuple[int, int]] = set()
 
     def advance(self, txn: WriteTxn | MemTxn, seq: int, changes: list[KeywordChange]) -> None:
@@ -214,7 +232,12 @@ class KeywordSegments:
                 docs_delta, length_delta = change.stats_delta()
                 stats[0] += docs_delta
                 stats[1] += length_delta
-                if change.before >= first or change.terms is not None:
+                before = change.before
+                if 0 < before < first and self.level0:
+                    killed = self.killed.get(range_first(0, before))
+                    if killed is not None:  # its posting there is no longer live
+                        killed.add(change.memory_id)
+                if before >= first or change.terms is not None:
                     docs = self._open(txn, first)
                     docs.pop(change.memory_id, None)
                     if change.terms is not None:
@@ -227,7 +250,8 @@ class KeywordSegments:
                 self._merge(txn, level, seq)
             elif self.dirty:
                 # completed: written at the next flush, unless a merge takes it first
-                self.done[0, self.first] = Postings.from_docs(self.docs)
+                self.level0[self.first] = self.docs
+                self.killed[self.first] = set()
                 self.unwritten.add((0, self.first))
             self.first, self.docs, self.dirty = 0, {}, False
 
@@ -235,7 +259,12 @@ class KeywordSegments:
         """Write the completed segments still held in memory, the open segment and the
         statistics row as they stand."""
         for level, first in sorted(self.unwritten):
-            self._write(txn, level, first, self.done[level, first])
+            old = [key for key, _ in _segment_rows(txn, level, first, first)]
+            if level == 0:
+                rows = docs_blocks(0, first, self.level0[first])
+            else:
+                rows = segment_blocks(level, first, self.done[level, first])
+            _replace(txn, old, rows)
         self.unwritten.clear()
         if self.dirty:
             rows = docs_blocks(0, self.first, self.docs)
@@ -268,16 +297,16 @@ class KeywordSegments:
             self.first, self.docs = first, docs
         return self.docs
 
-    def _write(self, txn: WriteTxn | MemTxn, level: int, first: int, postings: Postings) -> None:
-        """Write one segment in place of what the table holds of it."""
-        old = [key for key, _ in _segment_rows(txn, level, first, first)]
-        _replace(txn, old, segment_blocks(level, first, postings))
-
     def _merge(self, txn: WriteTxn | MemTxn, level: int, seq: int) -> None:
         """Merge every segment inside the level-``level`` range that ``seq`` ends into one
         level-``level`` segment, dropping the postings no longer live (liveness: the
         memory's index seq, as the attributes rows hold it, lies in the posting's segment's
-        range)."""
+        range).
+
+        The docs this writer holds (the open segment, and its completed level-0 segments
+        less the memories indexed again or no longer since, which :meth:`advance` notes)
+        are exactly the live ones of their segments: they go in as one part, without a
+        read. Only the other children need their memories' index seqs."""
         first = seq - span(level) + 1
         old: list[bytes] = []
         children: list[tuple[int, int, Postings]] = []
@@ -285,10 +314,9 @@ class KeywordSegments:
             for key, value in _segment_rows(txn, lower, first, seq):
                 old.append(key)
                 child = segment_of_key(key)
-                if child[0] == 0 and child[1] == self.first:
-                    continue  # the open segment held in memory is the current one
-                kept = self.done.get(child)
-                if kept is None:
+                if child[0] == 0 and (child[1] == self.first or child[1] in self.level0):
+                    continue  # held in memory: the open segment or a completed one
+                if child not in self.done:
                     children.append((*child, decode_block(value, key[PREFIX_SIZE:])))
         # the children held in memory (the unwritten ones are not in the table)
         children.extend(
@@ -296,9 +324,16 @@ class KeywordSegments:
             for child, postings in sorted(self.done.items())
             if child[0] < level and first <= child[1] <= seq
         )
-        parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
+        live_docs: dict[bytes, dict[str, int]] = {}
+        for child_first, docs in sorted(self.level0.items()):
+            if first <= child_first <= seq:
+                killed = self.killed[child_first]
+                live_docs.update(item for item in docs.items() if item[0] not in killed)
         if self.first:
-            held = Postings.from_docs(self.docs)
+            live_docs.update(self.docs)
+        parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
+        if live_docs:
+            held = Postings.from_docs(live_docs)
             parts.append((held, np.ones(len(held), dtype=np.bool_)))
         if children:
             index_seqs = _index_seqs(txn, np.concatenate([p.ids for _, _, p in children]))
@@ -308,8 +343,11 @@ class KeywordSegments:
                 at += len(postings)
                 live = (mine >= child_first) & (mine < child_first + span(child_level))
                 parts.append((postings, live))
-        merged = Postings.merge(parts)
+        # one part wholly live is already merged (Postings.merge would sort it again)
+        merged = parts[0][0] if len(parts) == 1 and not children else Postings.merge(parts)
         self.done = {child: kept for child, kept in self.done.items() if child[1] < first}
+        self.level0 = {start: docs for start, docs in self.level0.items() if start < first}
+        self.killed = {start: ids for start, ids in self.killed.items() if start < first}
         self.unwritten = {child for child in self.unwritten if child[1] < first}
         if level < _KEPT_LEVELS:
             _replace(txn, old, [])
