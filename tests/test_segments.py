@@ -25,6 +25,7 @@ from cortexgraph.core.segments import (
     BLOCK_BUDGET,
     SEGMENT,
     STATS,
+    OpenBlock,
     Postings,
     block_term,
     build_postings,
@@ -480,3 +481,90 @@ def test_the_plain_encoder_of_small_segments_gives_the_same_bytes(
     """The plain-Python encoder the writer uses for the open segment gives exactly the
     bytes of the array encoder the merges and the bulk build use."""
     assert docs_blocks(level, 1, docs) == segment_blocks(level, 1, Postings.from_docs(docs))
+
+
+_unicode_terms = st.dictionaries(
+    st.text(min_size=1, max_size=4).filter(lambda t: len(t.encode("utf-8")) < 256),
+    st.integers(1, 2**32 - 1),
+    max_size=6,
+)
+
+
+@settings(max_examples=200)
+@given(
+    start=st.dictionaries(_ids, _unicode_terms, max_size=10),
+    steps=st.lists(st.tuples(_ids, st.none() | _unicode_terms), max_size=12),
+    pool=st.lists(_ids, min_size=1, max_size=4),
+    picks=st.lists(st.integers(0, 3), max_size=12),
+)
+def test_the_open_block_edited_memory_by_memory_gives_the_bytes_of_a_fresh_encoding(
+    start: dict[bytes, dict[str, int]],
+    steps: list[tuple[bytes, dict[str, int] | None]],
+    pool: list[bytes],
+    picks: list[int],
+) -> None:
+    """An OpenBlock built from docs and then edited memory by memory (index a new memory,
+    index one again with other terms, stop indexing one), as a single write edits the open
+    segment, gives after every step exactly the rows ``docs_blocks`` encodes from the
+    docs as they stand; a copy taken before the edits keeps the old rows."""
+    block = OpenBlock.from_docs(start)
+    docs = dict(start)
+    assert block.rows(0, 17) == docs_blocks(0, 17, docs)
+    kept = block.copy()
+    # some steps hit ids already in the block (from the pool, added first), some fresh ones
+    for memory_id in pool:
+        block.remove(memory_id)
+        docs.pop(memory_id, None)
+        block.add(memory_id, {"shared": 1, "z" * 60: 2})
+        docs[memory_id] = {"shared": 1, "z" * 60: 2}
+    steps = steps + [(pool[i % len(pool)], None) for i in picks]
+    for memory_id, terms in steps:
+        block.remove(memory_id)
+        docs.pop(memory_id, None)
+        if terms is not None:
+            block.add(memory_id, terms)
+            docs[memory_id] = terms
+        assert block.docs == docs
+        assert block.rows(0, 17) == docs_blocks(0, 17, docs)
+    assert kept.rows(0, 17) == docs_blocks(0, 17, start)
+
+
+def test_the_open_block_falls_back_to_several_blocks_past_the_budget() -> None:
+    """An open segment past BLOCK_BUDGET is cut into blocks as ``docs_blocks`` cuts it."""
+    docs = {i.to_bytes(16, "big"): {f"t{i:05d}{'x' * 200}": 1} for i in range(400)}
+    block = OpenBlock()
+    for memory_id, terms in docs.items():
+        block.add(memory_id, terms)
+    rows = block.rows(0, 1)
+    assert len(rows) > 1 and rows == docs_blocks(0, 1, docs)
+
+
+def test_stores_that_share_a_cached_open_block_each_keep_their_own(tmp_path: Path) -> None:
+    """Two stores of one actor with the same writes have the same open block, so their
+    writers share one cached encoding of it: a batch of one store that flushes its keyword
+    segments midway (a read inside the batch) and writes on must not change the encoding
+    the other store's next single write starts from. Each store's postings rows stay
+    those its rebuild computes."""
+    texts = ["deploy pipeline friday", "lunch window rust", "cache merge deploy"]
+    stores = [cg.open(tmp_path / name, "agent", sync=False) for name in ("a", "b")]
+    try:
+        uris = [
+            [cx.write(cg.Fact(text=text), at=T0 + i) for i, text in enumerate(texts)]
+            for cx in stores
+        ]
+        a, b = stores
+        b.write(cg.Fact(text="rust window friday"), at=T0 + 10)
+        with a.batch() as batch:
+            batch.write(cg.Fact(text="rust window friday"), at=T0 + 10)
+            batch.keyword_txn()  # writes the open segment: b's block, cached again
+            for i in range(3):
+                batch.write(cg.Fact(text=f"deploy word{i} cache"), at=T0 + 11 + i)
+        b.write(cg.Fact(text="lunch pipeline"), at=T0 + 20)
+        b.update(uris[1][1], text="lunch window go")
+        for cx in stores:
+            rows = _postings_rows(cx)
+            cx.rebuild()
+            assert _postings_rows(cx) == rows
+    finally:
+        for cx in stores:
+            cx.close()

@@ -21,6 +21,7 @@ from .core.segments import (
     PREFIX_SIZE,
     SEGMENT,
     STATS,
+    OpenBlock,
     Postings,
     build_postings,
     decode_block,
@@ -44,12 +45,16 @@ __all__ = ["EntryWriter", "GatheredKeywords", "KeywordSegments"]
 #: a writer keeps the segments it completed at levels below this in memory for the next
 #: merge (at most 15 of each level: about 4,000 memories' postings; level 0 as docs)
 _KEPT_LEVELS = 2
-#: open-segment blocks this process wrote or read, by value: the next batch's writer
-#: finds the block it must extend already decoded (a single write skips the decode).
-#: Keyed by the block's bytes, so an entry can never be stale.
-_DECODED: dict[bytes, dict[bytes, dict[str, int]]] = {}
+#: open-segment blocks this process wrote, by value, kept encoded term by term: the next
+#: batch's writer finds the block it must extend already decoded, and a single write
+#: re-encodes only its memory's terms. Keyed by the block's bytes, so an entry can never
+#: be stale; a writer changes a copy.
+_DECODED: dict[bytes, OpenBlock] = {}
 _DECODED_SIZE = 8
 _DECODED_LOCK = threading.Lock()
+#: a writer keeps the open segment's block encoded (:class:`OpenBlock`) through this many
+#: keyword changes, and then drops it: a batch encodes the block once, at its flush
+_BLOCK_EDITS = 4
 
 
 class EntryWriter:
@@ -180,9 +185,11 @@ class KeywordSegments:
     """
 
     __slots__ = (
+        "block",
         "dirty",
         "docs",
         "done",
+        "edits",
         "first",
         "killed",
         "level0",
@@ -198,6 +205,11 @@ class KeywordSegments:
         self.docs: dict[bytes, dict[str, int]] = {}
         #: the open segment changed since it was loaded or written
         self.dirty = False
+        #: the open segment's block, kept encoded while :attr:`edits` is below
+        #: :data:`_BLOCK_EDITS` (its ``docs`` is :attr:`docs`); None once dropped
+        self.block: OpenBlock | None = None
+        #: the keyword changes this writer applied to an open segment
+        self.edits = 0
         #: ``[memories indexed, sum of their lengths]``, once loaded
         self.stats: list[int] | None = None
         self.stats_dirty = False
@@ -239,9 +251,18 @@ class KeywordSegments:
                         killed.add(change.memory_id)
                 if before >= first or change.terms is not None:
                     docs = self._open(txn, first)
-                    docs.pop(change.memory_id, None)
-                    if change.terms is not None:
-                        docs[change.memory_id] = change.terms
+                    self.edits += 1
+                    block = self.block
+                    if block is not None and self.edits > _BLOCK_EDITS:
+                        block = self.block = None  # a batch: encoded once, at the flush
+                    if block is not None:  # keeps ``docs`` (its own) up to date too
+                        block.remove(change.memory_id)
+                        if change.terms is not None:
+                            block.add(change.memory_id, change.terms)
+                    else:
+                        docs.pop(change.memory_id, None)
+                        if change.terms is not None:
+                            docs[change.memory_id] = change.terms
                     self.dirty = True
             self.stats_dirty = True
         if seq % FANOUT == 0:
@@ -253,7 +274,7 @@ class KeywordSegments:
                 self.level0[self.first] = self.docs
                 self.killed[self.first] = set()
                 self.unwritten.add((0, self.first))
-            self.first, self.docs, self.dirty = 0, {}, False
+            self.first, self.docs, self.dirty, self.block = 0, {}, False, None
 
     def flush(self, txn: WriteTxn | MemTxn) -> None:
         """Write the completed segments still held in memory, the open segment and the
@@ -267,13 +288,22 @@ class KeywordSegments:
             _replace(txn, old, rows)
         self.unwritten.clear()
         if self.dirty:
-            rows = docs_blocks(0, self.first, self.docs)
+            block = self.block
+            if block is None:
+                block = OpenBlock.from_docs(self.docs)
+            rows = block.rows(0, self.first)
             _replace(txn, [key for key, _ in _segment_rows(txn, 0, self.first, self.first)], rows)
             if len(rows) == 1:
                 with _DECODED_LOCK:  # writers of other stores may run on other threads
                     if len(_DECODED) >= _DECODED_SIZE:
                         del _DECODED[next(iter(_DECODED))]
-                    _DECODED[rows[0][1]] = dict(self.docs)
+                    _DECODED[rows[0][1]] = block
+                # the cached block must not change: this writer goes on with a copy
+                if self.edits < _BLOCK_EDITS:
+                    self.block = block.copy()
+                    self.docs = self.block.docs
+                else:
+                    self.block, self.docs = None, dict(block.docs)
             self.dirty = False
         if self.stats_dirty and self.stats is not None:
             stats = encode_stats(*self.stats)
@@ -286,15 +316,22 @@ class KeywordSegments:
     def _open(self, txn: WriteTxn | MemTxn, first: int) -> dict[bytes, dict[str, int]]:
         """The open segment of the range starting at ``first``, loaded on first use."""
         if self.first != first:
-            docs: dict[bytes, dict[str, int]] = {}
             rows = _segment_rows(txn, 0, first, first)
             known = _DECODED.get(rows[0][1]) if len(rows) == 1 else None
             if known is not None:
-                docs.update(known)
-            for key, value in rows if known is None else ():
-                for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
-                    docs.setdefault(memory_id, {}).update(terms)
-            self.first, self.docs = first, docs
+                self.block = known.copy()
+            elif not rows:
+                self.block = OpenBlock()
+            else:
+                self.block = None
+                docs: dict[bytes, dict[str, int]] = {}
+                for key, value in rows:
+                    for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
+                        docs.setdefault(memory_id, {}).update(terms)
+                self.docs = docs
+            if self.block is not None:
+                self.docs = self.block.docs
+            self.first = first
         return self.docs
 
     def _merge(self, txn: WriteTxn | MemTxn, level: int, seq: int) -> None:
