@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import operator
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -229,25 +230,31 @@ class Postings:
     @classmethod
     def from_docs(cls, docs: Mapping[bytes, Mapping[str, int]]) -> Postings:
         """The postings of ``docs`` (memory id -> its terms and frequencies)."""
-        # (code point order is UTF-8 byte order, so the strings sort as their bytes)
-        names = list(itertools.chain.from_iterable(docs.values()))
+        # The postings are laid out doc by doc with the docs in id order, so a stable sort
+        # by term alone leaves each term's ids ascending (what a sort by (term, id) gives).
+        # Code point order is UTF-8 byte order, so the strings sort as their bytes.
+        keys = sorted(docs)
+        values = [docs[key] for key in keys]
+        names = list(itertools.chain.from_iterable(values))
         if not names:
             return cls.empty()
         distinct = sorted(set(names))
         rank = dict(zip(distinct, range(len(distinct)), strict=True))
         term_of = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
         tf = np.fromiter(
-            itertools.chain.from_iterable(counts.values() for counts in docs.values()),
+            itertools.chain.from_iterable(map(operator.methodcaller("values"), values)),
             dtype=np.int64,
             count=len(names),
         )
-        sizes = np.fromiter(map(len, docs.values()), dtype=np.int64, count=len(docs))
-        blob = np.frombuffer(b"".join(docs), dtype=np.uint8).reshape(-1, _ID)
-        return _sorted(
+        sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+        doc_of = np.repeat(np.arange(len(values), dtype=np.int64), sizes)
+        order = np.argsort(term_of, kind="stable")
+        blob = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(-1, _ID)
+        return cls(
             [name.encode("utf-8") for name in distinct],
-            term_of,
-            blob[np.repeat(np.arange(len(docs), dtype=np.int64), sizes)],
-            tf,
+            np.bincount(term_of, minlength=len(distinct)).astype(np.int64),
+            blob[doc_of[order]],
+            tf[order],
         )
 
     @classmethod
