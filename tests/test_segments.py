@@ -609,3 +609,26 @@ def test_a_merge_orders_postings_as_a_sort_by_term_then_whole_id(
                       for term, tf in terms.items())
     assert _rows_of(merged) == expected
     assert segment_blocks(0, 1, merged) == docs_blocks(0, 1, live)
+
+
+def test_an_open_block_cached_under_the_same_key_and_length_is_used_only_if_equal(
+    tmp_path: Path,
+) -> None:
+    """The cache of encoded open blocks is keyed by row key and length: two stores whose
+    open blocks share both (same last term, same sizes) but not their bytes each go on
+    from their own block, and keep the postings rows their rebuild computes."""
+    a = cg.open(tmp_path / "a", "agent", sync=False)
+    b = cg.open(tmp_path / "b", "agent", sync=False)
+    try:
+        a.write(cg.Fact(text="alpha zulu"), at=T0)
+        b.write(cg.Fact(text="bravo zulu"), at=T0)  # same key and length, other bytes
+        (key_a, value_a), (key_b, value_b) = _postings_rows(a)[0], _postings_rows(b)[0]
+        assert key_a == key_b and len(value_a) == len(value_b) and value_a != value_b
+        a.write(cg.Fact(text="charlie window"), at=T0 + 1)
+        for cx in (a, b):
+            rows = _postings_rows(cx)
+            cx.rebuild()
+            assert _postings_rows(cx) == rows
+    finally:
+        a.close()
+        b.close()

@@ -45,11 +45,13 @@ __all__ = ["EntryWriter", "GatheredKeywords", "KeywordSegments"]
 #: a writer keeps the segments it completed at levels below this in memory for the next
 #: merge (at most 15 of each level: about 4,000 memories' postings; level 0 as docs)
 _KEPT_LEVELS = 2
-#: open-segment blocks this process wrote, by value, kept encoded term by term: the next
-#: batch's writer finds the block it must extend already decoded, and a single write
-#: re-encodes only its memory's terms. Keyed by the block's bytes, so an entry can never
-#: be stale; a writer changes a copy.
-_DECODED: dict[bytes, OpenBlock] = {}
+#: open-segment blocks this process wrote, kept encoded term by term: the next batch's
+#: writer finds the block it must extend already decoded, and a single write re-encodes
+#: only its memory's terms. Keyed by the row's key and length (hashing the block's bytes
+#: would cost more than comparing them), each entry holds the bytes it encodes, and is
+#: used only when they equal the stored row's, so it can never be stale; a writer changes
+#: a copy.
+_DECODED: dict[tuple[bytes, int], tuple[bytes, OpenBlock]] = {}
 _DECODED_SIZE = 8
 _DECODED_LOCK = threading.Lock()
 #: a writer keeps the open segment's block encoded (:class:`OpenBlock`) through this many
@@ -294,10 +296,11 @@ class KeywordSegments:
             rows = block.rows(0, self.first)
             _replace(txn, [key for key, _ in _segment_rows(txn, 0, self.first, self.first)], rows)
             if len(rows) == 1:
+                (key, value), *_ = rows
                 with _DECODED_LOCK:  # writers of other stores may run on other threads
                     if len(_DECODED) >= _DECODED_SIZE:
                         del _DECODED[next(iter(_DECODED))]
-                    _DECODED[rows[0][1]] = block
+                    _DECODED[key, len(value)] = value, block
                 # the cached block must not change: this writer goes on with a copy
                 if self.edits < _BLOCK_EDITS:
                     self.block = block.copy()
@@ -317,7 +320,12 @@ class KeywordSegments:
         """The open segment of the range starting at ``first``, loaded on first use."""
         if self.first != first:
             rows = _segment_rows(txn, 0, first, first)
-            known = _DECODED.get(rows[0][1]) if len(rows) == 1 else None
+            known = None
+            if len(rows) == 1:
+                (key, value), *_ = rows
+                cached = _DECODED.get((key, len(value)))
+                if cached is not None and cached[0] == value:
+                    known = cached[1]
             if known is not None:
                 self.block = known.copy()
             elif not rows:
