@@ -632,3 +632,19 @@ def test_an_open_block_cached_under_the_same_key_and_length_is_used_only_if_equa
     finally:
         a.close()
         b.close()
+
+
+def test_a_batch_that_writes_the_open_segment_twice_leaves_one_block(tmp_path: Path) -> None:
+    """A block's key ends with its last term: a batch whose open segment is written midway
+    (a read inside the batch) and again at its commit, each time under a new last term,
+    leaves only the last block, the rows the rebuild computes."""
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        cx.write(cg.Fact(text="deploy window"), at=T0)
+        with cx.batch() as batch:
+            batch.write(cg.Fact(text="deploy yak"), at=T0 + 1)
+            batch.keyword_txn()  # the open segment's block, now under "yak"
+            batch.write(cg.Fact(text="deploy zebra"), at=T0 + 2)
+        rows = _postings_rows(cx)
+        assert sum(key[:1] == SEGMENT for key, _ in rows) == 1
+        cx.rebuild()
+        assert _postings_rows(cx) == rows

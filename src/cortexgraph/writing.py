@@ -195,6 +195,7 @@ class KeywordSegments:
         "first",
         "killed",
         "level0",
+        "open_keys",
         "stats",
         "stats_dirty",
         "unwritten",
@@ -205,6 +206,8 @@ class KeywordSegments:
         self.first = 0
         #: the open segment: memory id -> its terms
         self.docs: dict[bytes, dict[str, int]] = {}
+        #: the keys of the open segment's rows in the table (read when it was loaded)
+        self.open_keys: list[bytes] = []
         #: the open segment changed since it was loaded or written
         self.dirty = False
         #: the open segment's block, kept encoded while :attr:`edits` is below
@@ -277,6 +280,7 @@ class KeywordSegments:
                 self.killed[self.first] = set()
                 self.unwritten.add((0, self.first))
             self.first, self.docs, self.dirty, self.block = 0, {}, False, None
+            self.open_keys = []
 
     def flush(self, txn: WriteTxn | MemTxn) -> None:
         """Write the completed segments still held in memory, the open segment and the
@@ -294,7 +298,8 @@ class KeywordSegments:
             if block is None:
                 block = OpenBlock.from_docs(self.docs)
             rows = block.rows(0, self.first)
-            _replace(txn, [key for key, _ in _segment_rows(txn, 0, self.first, self.first)], rows)
+            _replace(txn, self.open_keys, rows)
+            self.open_keys = [key for key, _ in rows]
             if len(rows) == 1:
                 (key, value), *_ = rows
                 with _DECODED_LOCK:  # writers of other stores may run on other threads
@@ -339,7 +344,7 @@ class KeywordSegments:
                 self.docs = docs
             if self.block is not None:
                 self.docs = self.block.docs
-            self.first = first
+            self.first, self.open_keys = first, [key for key, _ in rows]
         return self.docs
 
     def _merge(self, txn: WriteTxn | MemTxn, level: int, seq: int) -> None:
