@@ -77,7 +77,7 @@ class EntryWriter:
             them in bulk, instead of segments written and merged as the entries go.
     """
 
-    __slots__ = ("dirty", "dirty_edges", "gathered", "hash_name", "identity", "keywords")
+    __slots__ = ("dirty", "dirty_edges", "gathered", "hash_name", "identity", "keywords", "peaks")
 
     def __init__(self, identity: Identity, *, gather_keywords: bool = False) -> None:
         self.identity = identity
@@ -86,6 +86,9 @@ class EntryWriter:
         self.dirty_edges: dict[bytes, None] = {}
         self.keywords = KeywordSegments()
         self.gathered = GatheredKeywords() if gather_keywords else None
+        #: the MMR peaks this writer appended (``mmr_mutations``): a batch reads no row
+        #: back that it wrote
+        self.peaks: dict[int, bytes] = {}
 
     def write(
         self,
@@ -108,7 +111,7 @@ class EntryWriter:
             txn.append_entry(entry.seq, data)
         changes: list[KeywordChange] = []
         txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted, keywords=changes))
-        row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
+        row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data, peaks=self.peaks)
         txn.apply_mutations(row)
         if self.gathered is None:
             self.keywords.advance(txn, entry.seq, changes)
