@@ -198,6 +198,7 @@ class KeywordSegments:
         "first",
         "killed",
         "level0",
+        "level0_blocks",
         "open_keys",
         "stats",
         "stats_dirty",
@@ -231,6 +232,9 @@ class KeywordSegments:
         #: re-indexed or stopped indexing: its live docs are the others, so the next merge
         #: needs no index seq read and no postings arrays for it
         self.killed: dict[int, set[bytes]] = {}
+        #: the encoded blocks of those of :attr:`level0` that were kept encoded to the end
+        #: (:attr:`block`): their flush joins them instead of encoding them again
+        self.level0_blocks: dict[int, OpenBlock] = {}
         #: the (level, first seq) of those of :attr:`done` and :attr:`level0` not written
         #: yet (the next flush writes them)
         self.unwritten: set[tuple[int, int]] = set()
@@ -281,6 +285,8 @@ class KeywordSegments:
                 # completed: written at the next flush, unless a merge takes it first
                 self.level0[self.first] = self.docs
                 self.killed[self.first] = set()
+                if self.block is not None:
+                    self.level0_blocks[self.first] = self.block
                 self.unwritten.add((0, self.first))
             self.first, self.docs, self.dirty, self.block = 0, {}, False, None
             self.open_keys = []
@@ -291,7 +297,11 @@ class KeywordSegments:
         for level, first in sorted(self.unwritten):
             old = [key for key, _ in _segment_rows(txn, level, first, first)]
             if level == 0:
-                rows = docs_blocks(0, first, self.level0[first])
+                block = self.level0_blocks.pop(first, None)
+                if block is None:
+                    rows = docs_blocks(0, first, self.level0[first])
+                else:
+                    rows = block.rows(0, first)
             else:
                 rows = segment_blocks(level, first, self.done[level, first])
             _replace(txn, old, rows)
@@ -401,6 +411,9 @@ class KeywordSegments:
         self.done = {child: kept for child, kept in self.done.items() if child[1] < first}
         self.level0 = {start: docs for start, docs in self.level0.items() if start < first}
         self.killed = {start: ids for start, ids in self.killed.items() if start < first}
+        self.level0_blocks = {
+            start: block for start, block in self.level0_blocks.items() if start < first
+        }
         self.unwritten = {child for child in self.unwritten if child[1] < first}
         if level < _KEPT_LEVELS:
             _replace(txn, old, [])
