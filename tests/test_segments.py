@@ -648,3 +648,28 @@ def test_a_batch_that_writes_the_open_segment_twice_leaves_one_block(tmp_path: P
         assert sum(key[:1] == SEGMENT for key, _ in rows) == 1
         cx.rebuild()
         assert _postings_rows(cx) == rows
+
+
+def test_index_seqs_read_one_row_per_memory_and_name_a_missing_one(tmp_path: Path) -> None:
+    """A merge's liveness read gives every posting its memory's index seq (ids repeated
+    across terms read once), and a memory without an attributes row is a CorruptionError
+    naming it, not a wrong liveness."""
+    from cortexgraph.writing import _index_seqs
+
+    env = Environment(tmp_path, "a", create=True, readonly=False, map_size=1 << 24, sync=False,
+                      hash_name="blake3")
+    try:
+        known = {bytes([i]) * 16: 100 + i for i in range(1, 6)}
+        txn = env.begin_write(replay=True)
+        for memory_id, seq in known.items():
+            txn.put("salience", attrs_key(memory_id), _row(seq, 3))
+        order = [3, 1, 5, 3, 2, 1, 4, 5]
+        ids = np.frombuffer(b"".join(bytes([i]) * 16 for i in order), np.uint8).reshape(-1, 16)
+        assert _index_seqs(txn, ids).tolist() == [100 + i for i in order]
+        missing = bytes([9]) * 16
+        with_missing = np.concatenate([ids, np.frombuffer(missing, np.uint8).reshape(1, 16)])
+        with pytest.raises(CorruptionError, match=missing.hex()):
+            _index_seqs(txn, with_missing)
+        txn.abort()
+    finally:
+        env.close()

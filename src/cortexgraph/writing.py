@@ -9,6 +9,7 @@ a write leaves is the state a replay of its journal leaves (J4).
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import numpy as np
 
@@ -435,16 +436,17 @@ def _index_seqs(
     starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     group = np.cumsum(starts) - 1
     blob = np.ascontiguousarray(ids[order[starts]]).tobytes()
-    found = np.zeros(int(starts.sum()), dtype=np.int64)
-    for position in range(len(found)):
-        memory_id = blob[position * 16 : position * 16 + 16]
-        raw = txn.get("salience", attrs_key(memory_id))
-        if raw is None:
-            raise CorruptionError(
-                f"a keyword segment names memory {memory_id.hex()}, which has no attributes row",
-                table="postings",
-            )
-        found[position] = index_seq_of(raw)
+    keys = [attrs_key(blob[at : at + 16]) for at in range(0, len(blob), 16)]
+    get = txn.get
+    rows = [get("salience", key) for key in keys]
+    if None in rows:
+        memory_id = keys[rows.index(None)][-16:]
+        raise CorruptionError(
+            f"a keyword segment names memory {memory_id.hex()}, which has no attributes row",
+            table="postings",
+        )
+    present = cast("list[bytes]", rows)  # none is None
+    found = np.fromiter(map(index_seq_of, present), dtype=np.int64, count=len(present))
     result = np.empty(len(order), dtype=np.int64)
     result[order] = found[group]
     return result
