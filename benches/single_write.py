@@ -41,6 +41,7 @@ import cortexgraph.batch as batch_module
 import cortexgraph.writing as writing_module
 from _report import markdown_table, percentile, progress
 from _workload import ACTOR, BASE_AT, NS, STEP_MS, RawStore, capture_batches, make_memories
+from cortexgraph.core.segments import OpenBlock
 from cortexgraph.store import env as env_module
 from cortexgraph.store import txn as txn_module
 
@@ -59,6 +60,10 @@ PHASES: tuple[tuple[str, Any, str], ...] = (
     ("mmr", writing_module, "mmr_mutations"),
     ("smt", writing_module, "smt_mutations"),
     ("keyword segment encode", writing_module, "docs_blocks"),
+    ("keyword segment encode", OpenBlock, "copy"),
+    ("keyword segment encode", OpenBlock, "remove"),
+    ("keyword segment encode", OpenBlock, "add"),
+    ("keyword segment encode", OpenBlock, "rows"),
     ("LMDB puts", txn_module.WriteTxn, "apply_mutations"),
     ("LMDB commit", txn_module.WriteTxn, "commit"),
     ("release writer", env_module.Environment, "release_writer"),
@@ -97,7 +102,7 @@ def measure_phases(root: Path, writes: int, *, sync: bool) -> dict[str, float]:
             if i < WARMUP:
                 continue
             totals.append(total * 1e6)
-            for label, _, _ in PHASES:
+            for label in samples.keys() - {"other"}:
                 samples[label].append(spent.get(label, 0.0) * 1e6)
             # the phases are disjoint: none runs inside another
             outer = sum(spent.values())
@@ -154,7 +159,7 @@ def main() -> int:
         progress("phases, sync off")
         unsynced = measure_phases(root / "nosync", args.writes, sync=False)
         per_write, commit_us = measure_rows(root, args.writes)
-    labels = [label for label, _, _ in PHASES] + ["other", "total"]
+    labels = [*dict.fromkeys(label for label, _, _ in PHASES), "other", "total"]
     print("phases of cx.write, µs p50")
     print(
         markdown_table(

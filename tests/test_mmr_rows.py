@@ -211,3 +211,34 @@ def test_a_store_with_a_row_per_mmr_node_is_rebuilt_on_open(tmp_path: Path) -> N
         assert cx.roots().same_roots(manifest)
         assert _store_rows(cx) == rows
     assert cg.verify(root, "agent").ok
+
+
+@given(
+    hash_name=HASHES,
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=6),
+)
+def test_a_writer_that_keeps_its_peaks_writes_the_same_rows_and_reads_none_it_wrote(
+    hash_name: str, sizes: list[int]
+) -> None:
+    """``mmr_mutations`` with a writer's ``peaks`` (one dict per writer, writers one after
+    another as batches are) writes the rows it writes without them, reads only rows that
+    earlier writers wrote, and never holds more than the current peaks."""
+    entries = [b"entry %d" % i for i in range(sum(sizes))]
+    expected = _incremental_table(hash_name, entries)
+    table: dict[bytes, bytes] = {}
+    size = 0
+    for count in sizes:
+        start = size
+        peaks: dict[int, bytes] = {}
+
+        def get(name: str, key: bytes, start: int = start) -> bytes | None:
+            assert int.from_bytes(key, "big") < start  # a row of an earlier writer
+            return table.get(key)
+
+        for _ in range(count):
+            for _, key, value in mmr_mutations(hash_name, get, size, entries[size], peaks=peaks):
+                assert isinstance(value, bytes)
+                table[key] = value
+            size += 1
+            assert len(peaks) <= size.bit_count()  # the MMR of size leaves has that many
+    assert table == expected

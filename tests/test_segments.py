@@ -25,6 +25,7 @@ from cortexgraph.core.segments import (
     BLOCK_BUDGET,
     SEGMENT,
     STATS,
+    OpenBlock,
     Postings,
     block_term,
     build_postings,
@@ -480,3 +481,195 @@ def test_the_plain_encoder_of_small_segments_gives_the_same_bytes(
     """The plain-Python encoder the writer uses for the open segment gives exactly the
     bytes of the array encoder the merges and the bulk build use."""
     assert docs_blocks(level, 1, docs) == segment_blocks(level, 1, Postings.from_docs(docs))
+
+
+_unicode_terms = st.dictionaries(
+    st.text(min_size=1, max_size=4).filter(lambda t: len(t.encode("utf-8")) < 256),
+    st.integers(1, 2**32 - 1),
+    max_size=6,
+)
+
+
+@settings(max_examples=200)
+@given(
+    start=st.dictionaries(_ids, _unicode_terms, max_size=10),
+    steps=st.lists(st.tuples(_ids, st.none() | _unicode_terms), max_size=12),
+    pool=st.lists(_ids, min_size=1, max_size=4),
+    picks=st.lists(st.integers(0, 3), max_size=12),
+)
+def test_the_open_block_edited_memory_by_memory_gives_the_bytes_of_a_fresh_encoding(
+    start: dict[bytes, dict[str, int]],
+    steps: list[tuple[bytes, dict[str, int] | None]],
+    pool: list[bytes],
+    picks: list[int],
+) -> None:
+    """An OpenBlock built from docs and then edited memory by memory (index a new memory,
+    index one again with other terms, stop indexing one), as a single write edits the open
+    segment, gives after every step exactly the rows ``docs_blocks`` encodes from the
+    docs as they stand; a copy taken before the edits keeps the old rows."""
+    block = OpenBlock.from_docs(start)
+    docs = dict(start)
+    assert block.rows(0, 17) == docs_blocks(0, 17, docs)
+    kept = block.copy()
+    # some steps hit ids already in the block (from the pool, added first), some fresh ones
+    for memory_id in pool:
+        block.remove(memory_id)
+        docs.pop(memory_id, None)
+        block.add(memory_id, {"shared": 1, "z" * 60: 2})
+        docs[memory_id] = {"shared": 1, "z" * 60: 2}
+    steps = steps + [(pool[i % len(pool)], None) for i in picks]
+    for memory_id, terms in steps:
+        block.remove(memory_id)
+        docs.pop(memory_id, None)
+        if terms is not None:
+            block.add(memory_id, terms)
+            docs[memory_id] = terms
+        assert block.docs == docs
+        assert block.rows(0, 17) == docs_blocks(0, 17, docs)
+    assert kept.rows(0, 17) == docs_blocks(0, 17, start)
+
+
+def test_the_open_block_falls_back_to_several_blocks_past_the_budget() -> None:
+    """An open segment past BLOCK_BUDGET is cut into blocks as ``docs_blocks`` cuts it."""
+    docs = {i.to_bytes(16, "big"): {f"t{i:05d}{'x' * 200}": 1} for i in range(400)}
+    block = OpenBlock()
+    for memory_id, terms in docs.items():
+        block.add(memory_id, terms)
+    rows = block.rows(0, 1)
+    assert len(rows) > 1 and rows == docs_blocks(0, 1, docs)
+
+
+def test_stores_that_share_a_cached_open_block_each_keep_their_own(tmp_path: Path) -> None:
+    """Two stores of one actor with the same writes have the same open block, so their
+    writers share one cached encoding of it: a batch of one store that flushes its keyword
+    segments midway (a read inside the batch) and writes on must not change the encoding
+    the other store's next single write starts from. Each store's postings rows stay
+    those its rebuild computes."""
+    texts = ["deploy pipeline friday", "lunch window rust", "cache merge deploy"]
+    stores = [cg.open(tmp_path / name, "agent", sync=False) for name in ("a", "b")]
+    try:
+        uris = [
+            [cx.write(cg.Fact(text=text), at=T0 + i) for i, text in enumerate(texts)]
+            for cx in stores
+        ]
+        a, b = stores
+        b.write(cg.Fact(text="rust window friday"), at=T0 + 10)
+        with a.batch() as batch:
+            batch.write(cg.Fact(text="rust window friday"), at=T0 + 10)
+            batch.keyword_txn()  # writes the open segment: b's block, cached again
+            for i in range(3):
+                batch.write(cg.Fact(text=f"deploy word{i} cache"), at=T0 + 11 + i)
+        b.write(cg.Fact(text="lunch pipeline"), at=T0 + 20)
+        b.update(uris[1][1], text="lunch window go")
+        for cx in stores:
+            rows = _postings_rows(cx)
+            cx.rebuild()
+            assert _postings_rows(cx) == rows
+    finally:
+        for cx in stores:
+            cx.close()
+
+
+_tied_ids = st.builds(
+    lambda high, low: high + low,
+    st.sampled_from([bytes(8), b"\x01" * 8, b"\xff" * 8]),
+    st.binary(min_size=8, max_size=8),
+)
+
+
+@given(
+    parts=st.lists(
+        st.tuples(st.dictionaries(_ids | _tied_ids, _terms, max_size=8), st.randoms()),
+        max_size=4,
+    )
+)
+@example(
+    parts=[({bytes(8) + b"\x02" * 8: {"a": 1}, bytes(8) + b"\x01" * 8: {"a": 2}}, random.Random(0))]
+)
+def test_a_merge_orders_postings_as_a_sort_by_term_then_whole_id(
+    parts: list[tuple[dict[bytes, dict[str, int]], random.Random]]
+) -> None:
+    """Postings.merge of parts (each with a random mask of live postings, no memory in two
+    parts) gives each term's ids in ascending byte order, as a sort by (term, id) does,
+    also when distinct ids share their first 8 bytes (the faster sort then defers to the
+    three-key one); the result equals the postings of the live docs built directly."""
+    seen: set[bytes] = set()
+    masked: list[tuple[Postings, Any]] = []
+    live: dict[bytes, dict[str, int]] = {}
+    for docs, rng in parts:
+        docs = {key: terms for key, terms in docs.items() if key not in seen and terms}
+        seen.update(docs)
+        postings = Postings.from_docs(docs)
+        keep = {key for key in docs if rng.random() < 0.7}
+        masked.append((postings, np.array([row.tobytes() in keep for row in postings.ids],
+                                          dtype=np.bool_)))
+        live.update((key, docs[key]) for key in keep)
+    merged = Postings.merge(masked)
+    expected = sorted((term.encode(), key, tf) for key, terms in live.items()
+                      for term, tf in terms.items())
+    assert _rows_of(merged) == expected
+    assert segment_blocks(0, 1, merged) == docs_blocks(0, 1, live)
+
+
+def test_an_open_block_cached_under_the_same_key_and_length_is_used_only_if_equal(
+    tmp_path: Path,
+) -> None:
+    """The cache of encoded open blocks is keyed by row key and length: two stores whose
+    open blocks share both (same last term, same sizes) but not their bytes each go on
+    from their own block, and keep the postings rows their rebuild computes."""
+    a = cg.open(tmp_path / "a", "agent", sync=False)
+    b = cg.open(tmp_path / "b", "agent", sync=False)
+    try:
+        a.write(cg.Fact(text="alpha zulu"), at=T0)
+        b.write(cg.Fact(text="bravo zulu"), at=T0)  # same key and length, other bytes
+        (key_a, value_a), (key_b, value_b) = _postings_rows(a)[0], _postings_rows(b)[0]
+        assert key_a == key_b and len(value_a) == len(value_b) and value_a != value_b
+        a.write(cg.Fact(text="charlie window"), at=T0 + 1)
+        for cx in (a, b):
+            rows = _postings_rows(cx)
+            cx.rebuild()
+            assert _postings_rows(cx) == rows
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_batch_that_writes_the_open_segment_twice_leaves_one_block(tmp_path: Path) -> None:
+    """A block's key ends with its last term: a batch whose open segment is written midway
+    (a read inside the batch) and again at its commit, each time under a new last term,
+    leaves only the last block, the rows the rebuild computes."""
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        cx.write(cg.Fact(text="deploy window"), at=T0)
+        with cx.batch() as batch:
+            batch.write(cg.Fact(text="deploy yak"), at=T0 + 1)
+            batch.keyword_txn()  # the open segment's block, now under "yak"
+            batch.write(cg.Fact(text="deploy zebra"), at=T0 + 2)
+        rows = _postings_rows(cx)
+        assert sum(key[:1] == SEGMENT for key, _ in rows) == 1
+        cx.rebuild()
+        assert _postings_rows(cx) == rows
+
+
+def test_index_seqs_read_one_row_per_memory_and_name_a_missing_one(tmp_path: Path) -> None:
+    """A merge's liveness read gives every posting its memory's index seq (ids repeated
+    across terms read once), and a memory without an attributes row is a CorruptionError
+    naming it, not a wrong liveness."""
+    from cortexgraph.writing import _index_seqs
+
+    env = Environment(tmp_path, "a", create=True, readonly=False, map_size=1 << 24, sync=False,
+                      hash_name="blake3")
+    try:
+        known = {bytes([i]) * 16: 100 + i for i in range(1, 6)}
+        txn = env.begin_write(replay=True)
+        for memory_id, seq in known.items():
+            txn.put("salience", attrs_key(memory_id), _row(seq, 3))
+        order = [3, 1, 5, 3, 2, 1, 4, 5]
+        ids = np.frombuffer(b"".join(bytes([i]) * 16 for i in order), np.uint8).reshape(-1, 16)
+        assert _index_seqs(txn, ids).tolist() == [100 + i for i in order]
+        missing = bytes([9]) * 16
+        with_missing = np.concatenate([ids, np.frombuffer(missing, np.uint8).reshape(1, 16)])
+        with pytest.raises(CorruptionError, match=missing.hex()):
+            _index_seqs(txn, with_missing)
+        txn.abort()
+    finally:
+        env.close()

@@ -360,7 +360,7 @@ class Counting:
 
             return counted
 
-        monkeypatch.setattr(smt_apply_module, "hash_function", counting)
+        monkeypatch.setattr(smt_apply_module, "local_hash_function", counting)
         monkeypatch.setattr(smt_store_module, "hash_function", counting)
 
     def get(self, row: bytes) -> bytes | None:

@@ -9,6 +9,7 @@ a write leaves is the state a replay of its journal leaves (J4).
 from __future__ import annotations
 
 import threading
+from typing import cast
 
 import numpy as np
 
@@ -21,6 +22,7 @@ from .core.segments import (
     PREFIX_SIZE,
     SEGMENT,
     STATS,
+    OpenBlock,
     Postings,
     build_postings,
     decode_block,
@@ -42,14 +44,20 @@ from .store.txn import WriteTxn
 __all__ = ["EntryWriter", "GatheredKeywords", "KeywordSegments"]
 
 #: a writer keeps the segments it completed at levels below this in memory for the next
-#: merge (at most 15 of each level: about 4,000 memories' postings)
+#: merge (at most 15 of each level: about 4,000 memories' postings; level 0 as docs)
 _KEPT_LEVELS = 2
-#: open-segment blocks this process wrote or read, by value: the next batch's writer
-#: finds the block it must extend already decoded (a single write skips the decode).
-#: Keyed by the block's bytes, so an entry can never be stale.
-_DECODED: dict[bytes, dict[bytes, dict[str, int]]] = {}
+#: open-segment blocks this process wrote, kept encoded term by term: the next batch's
+#: writer finds the block it must extend already decoded, and a single write re-encodes
+#: only its memory's terms. Keyed by the row's key and length (hashing the block's bytes
+#: would cost more than comparing them), each entry holds the bytes it encodes, and is
+#: used only when they equal the stored row's, so it can never be stale; a writer changes
+#: a copy.
+_DECODED: dict[tuple[bytes, int], tuple[bytes, OpenBlock]] = {}
 _DECODED_SIZE = 8
 _DECODED_LOCK = threading.Lock()
+#: a writer keeps the open segment's block encoded (:class:`OpenBlock`) through this many
+#: keyword changes, and then drops it: a batch encodes the block once, at its flush
+_BLOCK_EDITS = 4
 
 
 class EntryWriter:
@@ -70,7 +78,7 @@ class EntryWriter:
             them in bulk, instead of segments written and merged as the entries go.
     """
 
-    __slots__ = ("dirty", "dirty_edges", "gathered", "hash_name", "identity", "keywords")
+    __slots__ = ("dirty", "dirty_edges", "gathered", "hash_name", "identity", "keywords", "peaks")
 
     def __init__(self, identity: Identity, *, gather_keywords: bool = False) -> None:
         self.identity = identity
@@ -79,6 +87,9 @@ class EntryWriter:
         self.dirty_edges: dict[bytes, None] = {}
         self.keywords = KeywordSegments()
         self.gathered = GatheredKeywords() if gather_keywords else None
+        #: the MMR peaks this writer appended (``mmr_mutations``): a batch reads no row
+        #: back that it wrote
+        self.peaks: dict[int, bytes] = {}
 
     def write(
         self,
@@ -101,7 +112,7 @@ class EntryWriter:
             txn.append_entry(entry.seq, data)
         changes: list[KeywordChange] = []
         txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted, keywords=changes))
-        row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data)
+        row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data, peaks=self.peaks)
         txn.apply_mutations(row)
         if self.gathered is None:
             self.keywords.advance(txn, entry.seq, changes)
@@ -179,22 +190,54 @@ class KeywordSegments:
     rows after a flush depend only on the entries applied, never on where flushes fell.
     """
 
-    __slots__ = ("dirty", "docs", "done", "first", "stats", "stats_dirty", "unwritten")
+    __slots__ = (
+        "block",
+        "dirty",
+        "docs",
+        "done",
+        "edits",
+        "first",
+        "killed",
+        "level0",
+        "level0_blocks",
+        "open_keys",
+        "stats",
+        "stats_dirty",
+        "unwritten",
+    )
 
     def __init__(self) -> None:
         #: the first seq of the open range whose segment :attr:`docs` holds (0: none)
         self.first = 0
         #: the open segment: memory id -> its terms
         self.docs: dict[bytes, dict[str, int]] = {}
+        #: the keys of the open segment's rows in the table (read when it was loaded)
+        self.open_keys: list[bytes] = []
         #: the open segment changed since it was loaded or written
         self.dirty = False
+        #: the open segment's block, kept encoded while :attr:`edits` is below
+        #: :data:`_BLOCK_EDITS` (its ``docs`` is :attr:`docs`); None once dropped
+        self.block: OpenBlock | None = None
+        #: the keyword changes this writer applied to an open segment
+        self.edits = 0
         #: ``[memories indexed, sum of their lengths]``, once loaded
         self.stats: list[int] | None = None
         self.stats_dirty = False
-        #: the completed segments of the lowest levels this writer wrote, by (level,
-        #: first seq): what the next merge reads without decoding blocks
+        #: the completed level-1 segments this writer wrote, by (level, first seq): what
+        #: the next merge reads without decoding blocks
         self.done: dict[tuple[int, int], Postings] = {}
-        #: those of :attr:`done` not written yet (the next flush writes them)
+        #: the completed level-0 segments this writer wrote, by first seq, as the open
+        #: segment's docs were when its range ended (a segment's content is fixed then)
+        self.level0: dict[int, dict[bytes, dict[str, int]]] = {}
+        #: per segment of :attr:`level0`, the memories indexed there that a later entry
+        #: re-indexed or stopped indexing: its live docs are the others, so the next merge
+        #: needs no index seq read and no postings arrays for it
+        self.killed: dict[int, set[bytes]] = {}
+        #: the encoded blocks of those of :attr:`level0` that were kept encoded to the end
+        #: (:attr:`block`): their flush joins them instead of encoding them again
+        self.level0_blocks: dict[int, OpenBlock] = {}
+        #: the (level, first seq) of those of :attr:`done` and :attr:`level0` not written
+        #: yet (the next flush writes them)
         self.unwritten: set[tuple[int, int]] = set()
 
     def advance(self, txn: WriteTxn | MemTxn, seq: int, changes: list[KeywordChange]) -> None:
@@ -214,11 +257,25 @@ class KeywordSegments:
                 docs_delta, length_delta = change.stats_delta()
                 stats[0] += docs_delta
                 stats[1] += length_delta
-                if change.before >= first or change.terms is not None:
+                before = change.before
+                if 0 < before < first and self.level0:
+                    killed = self.killed.get(range_first(0, before))
+                    if killed is not None:  # its posting there is no longer live
+                        killed.add(change.memory_id)
+                if before >= first or change.terms is not None:
                     docs = self._open(txn, first)
-                    docs.pop(change.memory_id, None)
-                    if change.terms is not None:
-                        docs[change.memory_id] = change.terms
+                    self.edits += 1
+                    block = self.block
+                    if block is not None and self.edits > _BLOCK_EDITS:
+                        block = self.block = None  # a batch: encoded once, at the flush
+                    if block is not None:  # keeps ``docs`` (its own) up to date too
+                        block.remove(change.memory_id)
+                        if change.terms is not None:
+                            block.add(change.memory_id, change.terms)
+                    else:
+                        docs.pop(change.memory_id, None)
+                        if change.terms is not None:
+                            docs[change.memory_id] = change.terms
                     self.dirty = True
             self.stats_dirty = True
         if seq % FANOUT == 0:
@@ -227,24 +284,48 @@ class KeywordSegments:
                 self._merge(txn, level, seq)
             elif self.dirty:
                 # completed: written at the next flush, unless a merge takes it first
-                self.done[0, self.first] = Postings.from_docs(self.docs)
+                self.level0[self.first] = self.docs
+                self.killed[self.first] = set()
+                if self.block is not None:
+                    self.level0_blocks[self.first] = self.block
                 self.unwritten.add((0, self.first))
-            self.first, self.docs, self.dirty = 0, {}, False
+            self.first, self.docs, self.dirty, self.block = 0, {}, False, None
+            self.open_keys = []
 
     def flush(self, txn: WriteTxn | MemTxn) -> None:
         """Write the completed segments still held in memory, the open segment and the
         statistics row as they stand."""
         for level, first in sorted(self.unwritten):
-            self._write(txn, level, first, self.done[level, first])
+            old = [key for key, _ in _segment_rows(txn, level, first, first)]
+            if level == 0:
+                block = self.level0_blocks.pop(first, None)
+                if block is None:
+                    rows = docs_blocks(0, first, self.level0[first])
+                else:
+                    rows = block.rows(0, first)
+            else:
+                rows = segment_blocks(level, first, self.done[level, first])
+            _replace(txn, old, rows)
         self.unwritten.clear()
         if self.dirty:
-            rows = docs_blocks(0, self.first, self.docs)
-            _replace(txn, [key for key, _ in _segment_rows(txn, 0, self.first, self.first)], rows)
+            block = self.block
+            if block is None:
+                block = OpenBlock.from_docs(self.docs)
+            rows = block.rows(0, self.first)
+            _replace(txn, self.open_keys, rows)
+            self.open_keys = [key for key, _ in rows]
             if len(rows) == 1:
+                (key, value), *_ = rows
                 with _DECODED_LOCK:  # writers of other stores may run on other threads
                     if len(_DECODED) >= _DECODED_SIZE:
                         del _DECODED[next(iter(_DECODED))]
-                    _DECODED[rows[0][1]] = dict(self.docs)
+                    _DECODED[key, len(value)] = value, block
+                # the cached block must not change: this writer goes on with a copy
+                if self.edits < _BLOCK_EDITS:
+                    self.block = block.copy()
+                    self.docs = self.block.docs
+                else:
+                    self.block, self.docs = None, dict(block.docs)
             self.dirty = False
         if self.stats_dirty and self.stats is not None:
             stats = encode_stats(*self.stats)
@@ -257,27 +338,39 @@ class KeywordSegments:
     def _open(self, txn: WriteTxn | MemTxn, first: int) -> dict[bytes, dict[str, int]]:
         """The open segment of the range starting at ``first``, loaded on first use."""
         if self.first != first:
-            docs: dict[bytes, dict[str, int]] = {}
             rows = _segment_rows(txn, 0, first, first)
-            known = _DECODED.get(rows[0][1]) if len(rows) == 1 else None
+            known = None
+            if len(rows) == 1:
+                (key, value), *_ = rows
+                cached = _DECODED.get((key, len(value)))
+                if cached is not None and cached[0] == value:
+                    known = cached[1]
             if known is not None:
-                docs.update(known)
-            for key, value in rows if known is None else ():
-                for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
-                    docs.setdefault(memory_id, {}).update(terms)
-            self.first, self.docs = first, docs
+                self.block = known.copy()
+            elif not rows:
+                self.block = OpenBlock()
+            else:
+                self.block = None
+                docs: dict[bytes, dict[str, int]] = {}
+                for key, value in rows:
+                    for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
+                        docs.setdefault(memory_id, {}).update(terms)
+                self.docs = docs
+            if self.block is not None:
+                self.docs = self.block.docs
+            self.first, self.open_keys = first, [key for key, _ in rows]
         return self.docs
-
-    def _write(self, txn: WriteTxn | MemTxn, level: int, first: int, postings: Postings) -> None:
-        """Write one segment in place of what the table holds of it."""
-        old = [key for key, _ in _segment_rows(txn, level, first, first)]
-        _replace(txn, old, segment_blocks(level, first, postings))
 
     def _merge(self, txn: WriteTxn | MemTxn, level: int, seq: int) -> None:
         """Merge every segment inside the level-``level`` range that ``seq`` ends into one
         level-``level`` segment, dropping the postings no longer live (liveness: the
         memory's index seq, as the attributes rows hold it, lies in the posting's segment's
-        range)."""
+        range).
+
+        The docs this writer holds (the open segment, and its completed level-0 segments
+        less the memories indexed again or no longer since, which :meth:`advance` notes)
+        are exactly the live ones of their segments: they go in as one part, without a
+        read. Only the other children need their memories' index seqs."""
         first = seq - span(level) + 1
         old: list[bytes] = []
         children: list[tuple[int, int, Postings]] = []
@@ -285,10 +378,9 @@ class KeywordSegments:
             for key, value in _segment_rows(txn, lower, first, seq):
                 old.append(key)
                 child = segment_of_key(key)
-                if child[0] == 0 and child[1] == self.first:
-                    continue  # the open segment held in memory is the current one
-                kept = self.done.get(child)
-                if kept is None:
+                if child[0] == 0 and (child[1] == self.first or child[1] in self.level0):
+                    continue  # held in memory: the open segment or a completed one
+                if child not in self.done:
                     children.append((*child, decode_block(value, key[PREFIX_SIZE:])))
         # the children held in memory (the unwritten ones are not in the table)
         children.extend(
@@ -296,9 +388,16 @@ class KeywordSegments:
             for child, postings in sorted(self.done.items())
             if child[0] < level and first <= child[1] <= seq
         )
-        parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
+        live_docs: dict[bytes, dict[str, int]] = {}
+        for child_first, docs in sorted(self.level0.items()):
+            if first <= child_first <= seq:
+                killed = self.killed[child_first]
+                live_docs.update(item for item in docs.items() if item[0] not in killed)
         if self.first:
-            held = Postings.from_docs(self.docs)
+            live_docs.update(self.docs)
+        parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
+        if live_docs:
+            held = Postings.from_docs(live_docs)
             parts.append((held, np.ones(len(held), dtype=np.bool_)))
         if children:
             index_seqs = _index_seqs(txn, np.concatenate([p.ids for _, _, p in children]))
@@ -308,8 +407,14 @@ class KeywordSegments:
                 at += len(postings)
                 live = (mine >= child_first) & (mine < child_first + span(child_level))
                 parts.append((postings, live))
-        merged = Postings.merge(parts)
+        # one part wholly live is already merged (Postings.merge would sort it again)
+        merged = parts[0][0] if len(parts) == 1 and not children else Postings.merge(parts)
         self.done = {child: kept for child, kept in self.done.items() if child[1] < first}
+        self.level0 = {start: docs for start, docs in self.level0.items() if start < first}
+        self.killed = {start: ids for start, ids in self.killed.items() if start < first}
+        self.level0_blocks = {
+            start: block for start, block in self.level0_blocks.items() if start < first
+        }
         self.unwritten = {child for child in self.unwritten if child[1] < first}
         if level < _KEPT_LEVELS:
             _replace(txn, old, [])
@@ -331,16 +436,17 @@ def _index_seqs(
     starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
     group = np.cumsum(starts) - 1
     blob = np.ascontiguousarray(ids[order[starts]]).tobytes()
-    found = np.zeros(int(starts.sum()), dtype=np.int64)
-    for position in range(len(found)):
-        memory_id = blob[position * 16 : position * 16 + 16]
-        raw = txn.get("salience", attrs_key(memory_id))
-        if raw is None:
-            raise CorruptionError(
-                f"a keyword segment names memory {memory_id.hex()}, which has no attributes row",
-                table="postings",
-            )
-        found[position] = index_seq_of(raw)
+    keys = [attrs_key(blob[at : at + 16]) for at in range(0, len(blob), 16)]
+    get = txn.get
+    rows = [get("salience", key) for key in keys]
+    if None in rows:
+        memory_id = keys[rows.index(None)][-16:]
+        raise CorruptionError(
+            f"a keyword segment names memory {memory_id.hex()}, which has no attributes row",
+            table="postings",
+        )
+    present = cast("list[bytes]", rows)  # none is None
+    found = np.fromiter(map(index_seq_of, present), dtype=np.int64, count=len(present))
     result = np.empty(len(order), dtype=np.int64)
     result[order] = found[group]
     return result

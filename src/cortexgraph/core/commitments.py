@@ -51,7 +51,7 @@ import attrs
 
 from ..errors import CorruptionError, ValidationError
 from .codec import as_map, decode, encode
-from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts
+from .hashing import DIGEST_SIZE, HASH_NAMES, hash_function, hash_parts, local_hash_function
 from .journal import Entry, Identity, Mutation, decode_entry
 from .journal import memory_id as make_memory_id
 from .mmr import (
@@ -155,10 +155,23 @@ def mmr_getter(get: Get) -> Callable[[int], bytes | None]:
     return node
 
 
-def mmr_mutations(hash_name: str, get: Get, size: int, entry_bytes: bytes) -> list[Mutation]:
+def mmr_mutations(
+    hash_name: str,
+    get: Get,
+    size: int,
+    entry_bytes: bytes,
+    *,
+    peaks: dict[int, bytes] | None = None,
+) -> list[Mutation]:
     """The ``mmr`` row that appending the entry at seq ``size + 1`` writes: one put, of
     the leaf ``H(0x00 | entry)`` followed by the parents it completes, lowest first
     (:func:`~cortexgraph.core.mmr.mmr_append` written out flat: this runs per entry).
+
+    Args:
+        peaks: a writer's memory of the rows it appended, across calls: leaf index -> the
+            last (highest) node of its row, while that node is a peak. A left sibling found
+            there is not read; the call records its own row's and drops the ones it
+            consumed, so it never holds more than the peaks (at most 64).
 
     Raises:
         ValidationError: ``size`` is not a non-negative int.
@@ -178,19 +191,24 @@ def mmr_mutations(hash_name: str, get: Get, size: int, entry_bytes: bytes) -> li
         # The left sibling roots leaves (size - 2 * step, size - step]: it is the last
         # (highest) node of the row of leaf size - step.
         index = size - step
-        left = get("mmr", pack(index))
-        if type(left) is not bytes or len(left) != DIGEST_SIZE * len(nodes):
-            if left is None:
-                raise CorruptionError(
-                    f"mmr row of leaf {index} (seq {index + 1}) is missing",
-                    table="mmr",
-                    operation="get",
-                )
-            left = mmr_row(index, left)
-        cur = h(_MMR_NODE + left[-DIGEST_SIZE:] + cur)
+        sibling = None if peaks is None else peaks.pop(index, None)
+        if sibling is None:
+            left = get("mmr", pack(index))
+            if type(left) is not bytes or len(left) != DIGEST_SIZE * len(nodes):
+                if left is None:
+                    raise CorruptionError(
+                        f"mmr row of leaf {index} (seq {index + 1}) is missing",
+                        table="mmr",
+                        operation="get",
+                    )
+                left = mmr_row(index, left)
+            sibling = left[-DIGEST_SIZE:]
+        cur = h(_MMR_NODE + sibling + cur)
         nodes.append(cur)
         n >>= 1
         step <<= 1
+    if peaks is not None:
+        peaks[size] = cur
     return [("mmr", pack(size), b"".join(nodes))]
 
 
@@ -202,7 +220,7 @@ def build_mmr_rows(hash_name: str, entries: Iterable[bytes]) -> Iterator[tuple[b
     Nothing is read back: the left siblings a row needs are the peaks of the MMR so far,
     kept on a stack (at most 64 hashes).
     """
-    h = hash_function(hash_name)
+    h = local_hash_function(hash_name)  # one generator runs on one thread
     pack = _U64.pack
     peaks: list[bytes] = []  # the peaks of the MMR so far, highest first
     for index, data in enumerate(entries):
@@ -264,7 +282,7 @@ def _smt_leaves(
     hash_name: str, get: Get, memory_ids: Iterable[bytes], edges: Iterable[bytes]
 ) -> dict[bytes, bytes | None]:
     """The SMT key and value of each memory and each edge (``None``: the edge is gone)."""
-    h = hash_function(hash_name)
+    h = local_hash_function(hash_name)  # one call runs on one thread
     updates: dict[bytes, bytes | None] = {}
     unpack = _HEAD_PREFIX.unpack_from
     for memory_id in memory_ids:

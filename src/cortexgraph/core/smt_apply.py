@@ -68,7 +68,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 
 from ..errors import CorruptionError, ValidationError
-from .hashing import DIGEST_SIZE, HashFunction, hash_function
+from .hashing import DIGEST_SIZE, HashFunction, local_hash_function
 from .roots import LEAF, NODE
 from .smt import EMPTY_SMT_ROOT, SMT_KEY_SIZE
 from .smt_store import (
@@ -546,7 +546,7 @@ def smt_store_apply(
         ValidationError: an unknown hash, or a key or value hash of the wrong type or length.
         CorruptionError: a row on an updated path is missing or malformed.
     """
-    h = hash_function(hash_name)
+    h = local_hash_function(hash_name)  # one call runs on one thread
     if not isinstance(updates, Mapping):
         raise ValidationError(f"expected a mapping, got {type(updates).__name__}", field="updates")
     items = sorted((require_key(key), _require_value(value)) for key, value in updates.items())
@@ -687,7 +687,7 @@ def smt_store_build(
         ValidationError: an unknown hash, a key or value hash of the wrong type or length,
             or a key given twice.
     """
-    h = hash_function(hash_name)
+    h = local_hash_function(hash_name)  # one call runs on one thread
     pairs: list[tuple[bytes, bytes]] = []
     for key, value in items:
         if type(key) is not bytes or len(key) != SMT_KEY_SIZE:
