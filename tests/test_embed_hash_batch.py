@@ -9,20 +9,23 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
 from hypothesis import given
 from hypothesis import strategies as st
+from pytest import MonkeyPatch
 
-from cortexgraph.embed import HashEmbedder
+from cortexgraph.embed import HashEmbedder, feature_hashing
 from cortexgraph.embed.feature_hashing import (
     _BIGRAM,
+    _SEP,
     _TRIGRAM,
     _WORD,
     _hash_feature,
     _log_weight,
-    _text_then_hash_order,
+    chunk_tokens,
     tokenize,
 )
 
@@ -119,10 +122,38 @@ def test_batched_rows_match_the_reference_on_random_texts(texts: list[str], dim:
     assert HashEmbedder(dim).embed(texts).tobytes() == reference(texts, dim).tobytes()
 
 
-def test_the_order_falls_back_to_lexsort_when_top_bits_collide() -> None:
-    """Two features of one text that agree in the bits the one-key sort looks at, in the
-    wrong order by their low bits, still come out in lexsort's order."""
-    rows = np.array([0, 0, 0, 1, 1], dtype=np.int64)
-    features = np.array([7, 6, 7, 1 << 63, 5], dtype=np.uint64)  # 7 and 6 share all top bits
-    order = _text_then_hash_order(rows, features)
-    assert order.tolist() == np.lexsort((features, rows)).tolist() == [1, 0, 2, 4, 3]
+@given(
+    st.lists(
+        st.text(alphabet=st.sampled_from("aZ_9 -.\x00\x1c\u0301\u00df\ufb01\u1100\u1161é東 \t"))
+    )
+)
+def test_chunk_tokens_are_each_texts_tokens_between_separators(texts: list[str]) -> None:
+    """Tokenising texts joined (ASCII, non-ASCII with combining marks, ligatures and Hangul
+    jamo that normalisation composes, texts holding the separator itself) gives each text's
+    own tokens, in order, with one separator between two texts."""
+    expected: list[str] = []
+    for i, text in enumerate(texts):
+        expected += ([_SEP] if i else []) + tokenize(text)
+    assert chunk_tokens(texts) == expected
+
+
+def test_rows_do_not_depend_on_the_hash_tables_filling_up(monkeypatch: MonkeyPatch) -> None:
+    """With tables so small that they are dropped while a batch is embedded, and dropped
+    between calls, the rows are still the reference's bytes (the tables only save work)."""
+    monkeypatch.setattr(feature_hashing, "_MAX_TOKENS", 3)
+    monkeypatch.setattr(feature_hashing, "_MAX_BIGRAMS", 2)
+    texts = varied_texts(300, seed=7)
+    for dim in (8, 384):
+        assert HashEmbedder(dim).embed(texts).tobytes() == reference(texts, dim).tobytes()
+        backwards = texts[::-1]
+        assert HashEmbedder(dim).embed(backwards).tobytes() == reference(backwards, dim).tobytes()
+
+
+def test_threads_sharing_the_tables_get_the_reference_bytes() -> None:
+    """Embedders in several threads at once (sharing the hash tables) each get the
+    reference's bytes."""
+    texts = [varied_texts(200, seed=seed) for seed in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        rows = list(pool.map(lambda batch: HashEmbedder(64).embed(batch), texts))
+    for batch, got in zip(texts, rows, strict=True):
+        assert got.tobytes() == reference(batch, 64).tobytes()

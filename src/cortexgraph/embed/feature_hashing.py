@@ -26,6 +26,7 @@ import functools
 import itertools
 import math
 import re
+import threading
 import unicodedata
 from collections.abc import Sequence
 
@@ -53,9 +54,52 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
-# Feature hashes are kept as their 8 big-endian bytes: a text's features are joined into
-# one bytes object and read by numpy in one go (dtype ``_HASH``), no Python int per feature.
+#: what :func:`chunk_tokens` puts between two texts' tokens: not a word character, and a
+#: stable code point of Unicode normalisation (it composes and reorders with nothing), so
+#: normalising texts joined by it is normalising each
+_SEP = "\x00"
+_TOKEN_OR_SEP = re.compile(r"\w+|\x00")
+#: ASCII characters that are not word characters (``\w``), to spaces; ``_SEP`` stays
+_ASCII_NON_WORD = {
+    code: " " for code in range(128) if not _TOKEN.fullmatch(chr(code)) and chr(code) != _SEP
+}
+
+
+def chunk_tokens(texts: Sequence[str]) -> list[str]:
+    r"""The tokens of ``texts`` (:func:`tokenize`), text after text, with ``_SEP`` between
+    two texts' tokens: ``tokenize`` of each text, in one pass over the joined texts instead
+    of one per text.
+
+    For ASCII, Unicode normalisation changes nothing and ``casefold`` is ``lower``, and the
+    tokens are the runs left when every non-word character is a space. A text holding
+    ``_SEP`` itself is tokenised alone.
+
+    >>> chunk_tokens(["Deploy the API", "", "CI/CD — Straße!"])
+    ['deploy', 'the', 'api', '\x00', '\x00', 'ci', 'cd', 'strasse']
+    """
+    if not texts:
+        return []
+    if sum(text.count(_SEP) for text in texts):
+        out = tokenize(texts[0])
+        for text in texts[1:]:
+            out.append(_SEP)
+            out += tokenize(text)
+        return out
+    joined = _SEP.join(texts)
+    if joined.isascii():  # spaces around the separators, which split() then keeps apart
+        return f" {_SEP} ".join(texts).lower().translate(_ASCII_NON_WORD).split()
+    return _TOKEN_OR_SEP.findall(unicodedata.normalize("NFKC", joined).casefold())
+
+
+# Feature hashes are kept as their 8 big-endian bytes (dtype ``_HASH``) where they are made.
 _HASH = np.dtype(">u8")
+#: the hash tables of :class:`_Seen` are dropped once they hold this many tokens, or this
+#: many bigrams (about 70 and 30 MB at most)
+_MAX_TOKENS = 1 << 16
+_MAX_BIGRAMS = 1 << 18
+#: a text's number in a chunk sits above bit 40 of a feature's sort key (see
+#: ``HashEmbedder._embed_chunk``), the feature's rank in the chunk above bit 1
+_ROW_SHIFT = 40
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -67,32 +111,96 @@ def _token_hashes(token: str) -> bytes:
     return b"".join([_hash_feature("w " + token), *(_hash_feature("c " + g) for g in grams)])
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def _bigram_hash(left: str, right: str) -> bytes:
-    return _hash_feature(f"b {left} {right}")
-
-
 def _hash_feature(feature: str) -> bytes:
     return blake3(feature.encode("utf-8")).digest(length=8)
 
 
-def _text_then_hash_order(
-    rows: NDArray[np.int64], features: NDArray[np.uint64]
-) -> NDArray[np.intp]:
-    """The stable order of the features by (text, hash): ``np.lexsort((features, rows))``.
+def _ranges(starts: NDArray[np.int64], sizes: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``np.concatenate([np.arange(s, s + n) for s, n in zip(starts, sizes)])``, without a
+    Python loop.
 
-    Sorted first by one key, the text's number above the hash's top bits (one stable sort
-    instead of lexsort's two); when two features of a text share those bits the order is
-    checked and, if wrong, redone with lexsort, so the answer is always lexsort's.
+    >>> _ranges(np.array([5, 0, 9]), np.array([2, 0, 3])).tolist()
+    [5, 6, 9, 10, 11]
     """
-    shift = max(int(rows[-1]), 1).bit_length()
-    key = (rows.astype(np.uint64) << np.uint64(64 - shift)) | (features >> np.uint64(shift))
-    order = np.argsort(key, kind="stable")
-    sorted_rows, sorted_features = rows[order], features[order]
-    same_text = sorted_rows[1:] == sorted_rows[:-1]
-    if (same_text & (sorted_features[1:] < sorted_features[:-1])).any():
-        order = np.lexsort((features, rows))
-    return order
+    ends = np.cumsum(sizes)
+    shift = np.repeat(starts - (ends - sizes), sizes)
+    return shift + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
+
+
+class _Seen:
+    """The feature hashes of the tokens and bigrams embedded so far, as numpy tables that a
+    chunk of texts gathers from instead of hashing (or looking up) token by token.
+
+    A token gets a number, in the order tokens are first seen (``_SEP`` is 0, with no
+    features); ``hashes`` holds each
+    token's word and trigram hashes (:func:`_token_hashes`), token after token, from
+    ``starts`` for ``sizes``. A bigram is known by ``left << 32 | right`` (its tokens'
+    numbers): ``bigram_keys`` is sorted and ``bigram_hashes`` holds their hashes. The
+    numbers never reach a vector (only hashes do), so the tables change nothing but speed;
+    they are dropped when they grow past ``_MAX_TOKENS`` or ``_MAX_BIGRAMS``. One lock
+    guards them: embedders share them across threads.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.clear()
+
+    def clear(self) -> None:
+        self.numbers: dict[str, int] = {_SEP: 0}
+        self.tokens: list[str] = [_SEP]
+        self.hashes: NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+        self.starts: NDArray[np.int64] = np.zeros(1, dtype=np.int64)
+        self.sizes: NDArray[np.int64] = np.zeros(1, dtype=np.int64)
+        self.bigram_keys: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.bigram_hashes: NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+
+    def number(self, tokens: list[str]) -> NDArray[np.int64]:
+        """The number of each of ``tokens``, hashing the tokens not seen before."""
+        if len(self.tokens) > _MAX_TOKENS:
+            self.clear()
+        numbers = self.numbers
+        new = [token for token in dict.fromkeys(tokens) if token not in numbers]
+        if new:
+            parts = [_token_hashes(token) for token in new]
+            sizes = np.array([len(part) // _HASH.itemsize for part in parts], dtype=np.int64)
+            starts = len(self.hashes) + np.cumsum(sizes) - sizes
+            hashes = np.frombuffer(b"".join(parts), dtype=_HASH).astype(np.uint64)
+            self.hashes = np.concatenate((self.hashes, hashes))
+            self.starts = np.concatenate((self.starts, starts))
+            self.sizes = np.concatenate((self.sizes, sizes))
+            for token in new:
+                numbers[token] = len(self.tokens)
+                self.tokens.append(token)
+        return np.fromiter(map(numbers.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+
+    def bigrams(self, keys: NDArray[np.int64]) -> NDArray[np.uint64]:
+        """The hash of each bigram of ``keys`` (sorted, distinct), hashing those not seen."""
+        if len(self.bigram_keys) > _MAX_BIGRAMS:
+            self.bigram_keys = np.zeros(0, dtype=np.int64)
+            self.bigram_hashes = np.zeros(0, dtype=np.uint64)
+        known, hashes = self.bigram_keys, self.bigram_hashes
+        at = np.searchsorted(known, keys)
+        found = at < len(known)
+        found[found] = known[at[found]] == keys[found]
+        out = np.zeros(len(keys), dtype=np.uint64)
+        out[found] = hashes[at[found]]
+        missing = np.flatnonzero(~found)
+        if len(missing):
+            tokens = self.tokens
+            fresh = np.frombuffer(
+                b"".join(
+                    _hash_feature(f"b {tokens[key >> 32]} {tokens[key & 0xFFFFFFFF]}")
+                    for key in keys[missing].tolist()
+                ),
+                dtype=_HASH,
+            ).astype(np.uint64)
+            out[missing] = fresh
+            self.bigram_keys = np.insert(known, at[missing], keys[missing])
+            self.bigram_hashes = np.insert(hashes, at[missing], fresh)
+        return out
+
+
+_SEEN = _Seen()
 
 
 def _unit_rows(matrix: NDArray[np.float64]) -> NDArray[np.float32]:
@@ -179,29 +287,60 @@ class HashEmbedder:
     def _embed_chunk(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """The rows of ``texts``, computed for all of them at once with the arithmetic of
         one text at a time: the same float64 operations on the same values in the same
-        order (so the same bytes), only not one Python loop per text."""
-        parts: list[bytes] = []
-        for text in texts:  # per text: the features of its tokens, then of its bigrams
-            tokens = tokenize(text)
-            parts.append(b"".join(map(_token_hashes, tokens)))
-            parts.append(b"".join(map(_bigram_hash, tokens, itertools.islice(tokens, 1, None))))
-        dim, count = self._dim, len(texts)
-        sizes = [len(part) // _HASH.itemsize for part in parts]
-        if not any(sizes):
-            return np.zeros((count, dim), dtype=np.float32)
-        features = np.frombuffer(b"".join(parts), dtype=_HASH).astype(np.uint64)
-        rows = np.repeat(np.repeat(np.arange(count, dtype=np.int64), 2), sizes)
-        weights = np.repeat(np.tile(np.array([_WORD, _BIGRAM]), count), sizes)
-        # One value per distinct feature of a text (equal 64-bit hashes are the same
-        # feature), in hash order; a stable sort keeps each feature's first occurrence
-        # first, whose kind gives its weight (token features come before bigrams).
-        order = _text_then_hash_order(rows, features)
-        features, rows, weights = features[order], rows[order], weights[order]
-        new = np.ones(len(features), dtype=bool)
-        new[1:] = (features[1:] != features[:-1]) | (rows[1:] != rows[:-1])
+        order (so the same bytes), only not one Python loop per text or token.
+
+        Each text's features are found by number, not hashed one by one: its tokens'
+        word and trigram hashes and its bigrams' hashes are gathered from the tables of
+        :class:`_Seen`. Each distinct feature of the chunk gets its rank in hash order,
+        and each feature occurrence one int64 sort key: the text's number, the rank, and
+        one bit for its kind (0 for a token's features, which come first in a text, 1 for
+        a bigram). One sort of the keys then lists each text's distinct features in hash
+        order with their counts, the first occurrence's kind giving the weight: what a
+        stable sort by (text, hash) of the features in text order gives.
+        """
+        count, dim = len(texts), self._dim
+        with _SEEN.lock:
+            numbers = _SEEN.number(chunk_tokens(texts))
+            between = numbers == 0  # _SEP: the next text's tokens follow
+            text_of = np.cumsum(between)[~between]
+            numbers = numbers[~between]
+            if not len(numbers):
+                return np.zeros((count, dim), dtype=np.float32)
+            pair = text_of[1:] == text_of[:-1]  # adjacent tokens of one text: a bigram
+            # the chunk's distinct tokens (``used``) and each occurrence's place among them
+            present = np.zeros(len(_SEEN.tokens), dtype=bool)
+            present[numbers] = True
+            used = np.flatnonzero(present)
+            local = np.zeros(len(present), dtype=np.int64)
+            local[used] = np.arange(len(used))
+            used_sizes = _SEEN.sizes[used]
+            used_hashes = _SEEN.hashes[_ranges(_SEEN.starts[used], used_sizes)]
+            bigram_keys, bigram_of = np.unique(
+                (numbers[:-1][pair] << 32) | numbers[1:][pair], return_inverse=True
+            )
+            bigram_hashes = _SEEN.bigrams(bigram_keys)
+        distinct, rank = np.unique(
+            np.concatenate((used_hashes, bigram_hashes)), return_inverse=True
+        )
+        token_rank, bigram_rank = rank[: len(used_hashes)], rank[len(used_hashes) :]
+        occurrence = local[numbers]
+        sizes = used_sizes[occurrence]
+        token_keys = np.repeat(text_of << _ROW_SHIFT, sizes) | (
+            token_rank[_ranges((np.cumsum(used_sizes) - used_sizes)[occurrence], sizes)] << 1
+        )
+        bigram_keys = (text_of[1:][pair] << _ROW_SHIFT) | (bigram_rank[bigram_of] << 1) | 1
+        keys = np.concatenate((token_keys, bigram_keys))
+        keys.sort()
+        # One value per distinct feature of a text, in hash order; the first occurrence's
+        # kind gives its weight.
+        new = np.ones(len(keys), dtype=bool)
+        new[1:] = (keys[1:] >> 1) != (keys[:-1] >> 1)
         starts = np.flatnonzero(new)
-        counts = np.diff(np.append(starts, len(features)))
-        features, rows, values = features[starts], rows[starts], weights[starts]
+        counts = np.diff(np.append(starts, len(keys)))
+        first = keys[starts]
+        rows = first >> _ROW_SHIFT
+        features = distinct[(first & ((1 << _ROW_SHIFT) - 1)) >> 1]
+        values = np.where(first & 1, _BIGRAM, _WORD)
         repeated = np.flatnonzero(counts > 1)
         if repeated.size:
             seen = np.unique(counts[repeated])
