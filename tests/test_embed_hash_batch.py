@@ -157,3 +157,45 @@ def test_threads_sharing_the_tables_get_the_reference_bytes() -> None:
         rows = list(pool.map(lambda batch: HashEmbedder(64).embed(batch), texts))
     for batch, got in zip(texts, rows, strict=True):
         assert got.tobytes() == reference(batch, 64).tobytes()
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(
+                st.just(0.0),
+                st.floats(min_value=0.0, max_value=1e150, allow_subnormal=True),
+                st.sampled_from([1.0, 0.25, 1.0 + 2**-52, 2**-60, 3.0, 1e-300]),
+            ),
+            min_size=1,
+            max_size=40,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_row_sums_are_fsum(rows: list[list[float]], wide: bool) -> None:
+    """_sum_rows gives math.fsum of each row, bit for bit, on rows of non-negative values
+    with wide ranges of exponents and terms that round at every step, with the wider
+    float type and without it (then every row goes through fsum)."""
+    width = max(map(len, rows))
+    squares = np.array([row + [0.0] * (width - len(row)) for row in rows], dtype=np.float64)
+    saved = feature_hashing._WIDE
+    feature_hashing._WIDE = saved if wide else None
+    try:
+        got = feature_hashing._sum_rows(squares, np.count_nonzero(squares, axis=1))
+    finally:
+        feature_hashing._WIDE = saved
+    assert got.tolist() == [math.fsum(row) for row in rows]
+
+
+def test_row_sums_near_a_midpoint_go_through_fsum() -> None:
+    """A row whose wide sum lies within its error bound of a float64 midpoint is left to
+    fsum: here the wide sum drops five terms of 3 * 2**-66 one by one and stays below the
+    midpoint 1 + 2**-53, while the exact sum is above it, so fsum rounds up, to
+    1 + 2**-52, where the wide sum would round down, to 1."""
+    row = [1.0, 2**-53 - 2**-63, *[3 * 2**-66] * 5]
+    assert math.fsum(row) == 1.0 + 2**-52
+    got = feature_hashing._sum_rows(np.array([row]), np.array([len(row)]))
+    assert got.tolist() == [1.0 + 2**-52]

@@ -16,6 +16,7 @@ from cortexgraph.core.body import encode_body
 from cortexgraph.core.codec import decode
 from cortexgraph.core.fusion import embed_text, embed_text_of_body
 from cortexgraph.vector import VectorIndex
+from cortexgraph.vector.files import IndexFiles
 from cortexgraph.vector.hnsw import full_scan_limit
 from strategies import memories
 
@@ -192,3 +193,56 @@ def test_the_graph_finds_the_exact_top_10_of_a_deep_search(tmp_path: Path) -> No
         top = {index.id_of(label) for label in labels[:10]}
         found += len(top & {m for m, _ in index.exact_search(q, 10)})
     assert found / (10 * 200) >= 0.98, found / 2000
+
+
+def test_a_background_save_writes_what_a_foreground_save_writes(tmp_path: Path) -> None:
+    """An index saved in the background counts as saved at once, writes the same files as
+    a save that waits, and a change made after it waits for the write: the files on disk
+    hold the index as it was when the save began."""
+    vectors = unit_vectors(300, seed=4)
+    indexes = []
+    for name in ("fg", "bg"):
+        index = VectorIndex.open(tmp_path / name, name="e", dim=DIM)
+        index.upsert_many([mid(i) for i in range(300)], vectors)
+        index.remove(mid(7))
+        indexes.append(index)
+    foreground, background = indexes
+    foreground.save(11)
+    background.save(11, background=True)
+    assert not background.dirty and background.watermark == 11
+    background.upsert(mid(1_000), vectors[0])  # waits for the write, then changes the index
+    assert background.dirty
+    on_disk = VectorIndex.open(tmp_path / "bg", name="e", dim=DIM)
+    assert (on_disk.status, on_disk.watermark, len(on_disk)) == ("loaded", 11, 299)
+    assert [p.read_bytes() for p in on_disk.data_paths()] == [
+        p.read_bytes() for p in foreground.data_paths()
+    ]
+    assert on_disk.meta_path.read_bytes() == foreground.meta_path.read_bytes()
+
+
+def test_a_failed_background_save_is_reported_and_leaves_the_index_dirty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background save that fails raises its OSError from wait() (or the next save),
+    and a change made after it warns instead of failing; either way the index is dirty
+    again, so the next save writes it."""
+
+    def full_disk(*_: object, **__: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    index = VectorIndex.open(tmp_path, name="e", dim=DIM)
+    index.upsert_many([mid(i) for i in range(10)], unit_vectors(10, seed=5))
+    with monkeypatch.context() as patch:
+        patch.setattr(IndexFiles, "save", full_disk)
+        index.save(3, background=True)
+        with pytest.raises(OSError, match="No space left"):
+            index.wait()
+        assert index.dirty
+        index.save(4, background=True)
+        with pytest.warns(RuntimeWarning, match="No space left"):
+            index.upsert(mid(99), unit_vectors(1, seed=6)[0])
+    assert index.dirty
+    index.save(5, background=True)
+    index.wait()
+    again = VectorIndex.open(tmp_path, name="e", dim=DIM)
+    assert (again.status, again.watermark, len(again)) == ("loaded", 5, 11)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import itertools
 import operator
 import os
+import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -169,6 +171,9 @@ class VectorIndex:
     _matrix: Vector | None
     _dirty: bool
     _ef: int  # the ef hnswlib is set to now
+    # a save running in the background (see save), and the error it ended with
+    _saving: threading.Thread | None
+    _save_error: Exception | None
 
     def __init__(self, *_: object, **__: object) -> None:
         raise TypeError("use VectorIndex.open(directory, name=..., dim=...)")
@@ -232,6 +237,7 @@ class VectorIndex:
             seed=self.seed,
         )
         self._generation = 0
+        self._saving, self._save_error = None, None
         try:
             loaded = self._files.load()
         except Unusable as why:
@@ -327,7 +333,9 @@ class VectorIndex:
 
     def data_paths(self) -> tuple[Path, Path]:
         """The index (``.hnsw``, or ``.vec`` without a graph) and ids files of the
-        generation this index was loaded from or saved to."""
+        generation this index was loaded from or saved to (a save running in the
+        background is waited for)."""
+        self._settle()
         data_path, generation = self._files.data_path, self._generation
         suffix = "vec" if self._index is None else "hnsw"
         return data_path(generation, suffix), data_path(generation, "ids")
@@ -710,6 +718,7 @@ class VectorIndex:
         The graph is given the normalised vectors too, as when it is built from the
         matrix, so that every vector in it went through the same arithmetic whichever way
         it came in (hnswlib normalises them again, which is not exactly idempotent)."""
+        self._settle()
         labels = self._labels
         fresh = dict.fromkeys(mid for mid in mids if mid not in labels)
         needed, capacity = len(self._ids) + len(fresh), self._capacity
@@ -780,24 +789,50 @@ class VectorIndex:
         label = self._labels.get(mid)
         if label is None or label in self._deleted:
             return False
+        self._settle()
         if self._index is not None:
             self._index.mark_deleted(label)
         self._deleted.add(label)
         self._dirty = True
         return True
 
-    def save(self, watermark: int) -> None:
+    def save(self, watermark: int, *, background: bool = False) -> None:
         """Persist the index as reflecting journal seq ``watermark``, atomically (V3).
 
-        Writes ``<stem>.<gen>.hnsw`` and ``<stem>.<gen>.ids`` for a new generation, then the
-        metadata, each through a temporary file, fsync and rename; then deletes the older
-        generations' files. Creates ``directory`` if needed.
+        Writes ``<stem>.<gen>.vec`` (or ``.hnsw`` with a graph) and ``<stem>.<gen>.ids``
+        for a new generation, then the metadata, each through a temporary file, fsync and
+        rename; then deletes the older generations' files. Creates ``directory`` if needed.
+
+        With ``background=True`` an index without a graph is written by a thread while the
+        caller goes on (a catch-up answers its recall without waiting for 150 MB to reach
+        the disk): the index counts as saved at once, and the next call that changes it,
+        saves it or names its files, or :meth:`wait`, first waits for the write to end.
+        The thread reads the vectors in place, which is why changes wait. Not with a
+        graph: hnswlib's ``save_index`` holds the GIL, so there is nothing to gain.
 
         Raises:
             ValidationError: ``watermark`` is not a natural number.
-            OSError: the files cannot be written (the previous save stays intact).
+            OSError: the files cannot be written (the previous save stays intact); for a
+                background save, raised by :meth:`wait` or the next save.
         """
         watermark = _check_int(watermark, "watermark", 0, (1 << 63) - 1)
+        self.wait()
+        self.watermark = watermark
+        if not background or self._index is not None:
+            self._write(watermark)
+            return
+        self._dirty = False  # a failed write makes it dirty again (wait)
+
+        def write() -> None:
+            try:
+                self._write(watermark)
+            except Exception as exc:  # handed to whoever waits
+                self._save_error = exc
+
+        self._saving = threading.Thread(target=write, name="cortexgraph-vector-save")
+        self._saving.start()
+
+    def _write(self, watermark: int) -> None:
         generation = self._files.save(
             self._index,
             None if self._index is not None else self._vectors(),
@@ -808,6 +843,36 @@ class VectorIndex:
             after=self._generation,
         )
         self._generation = generation
-        self.watermark = watermark
         self._dirty = False
         self._files.remove_other_generations(generation)
+
+    def wait(self) -> None:
+        """Wait for a save running in the background (if any) to end.
+
+        Raises:
+            OSError: the background save failed; the index is dirty again, so the next
+                save writes it.
+        """
+        thread = self._saving
+        if thread is None:
+            return
+        thread.join()
+        self._saving = None
+        error, self._save_error = self._save_error, None
+        if error is not None:
+            self._dirty = True
+            raise error
+
+    def _settle(self) -> None:
+        """:meth:`wait`, before a change: a failed background save is a warning there,
+        not an error of the change (the index is derived, and dirty again: the next
+        save, at the latest on close, writes it and reports a failure)."""
+        try:
+            self.wait()
+        except OSError as exc:
+            warnings.warn(
+                f"saving the vector index in the background failed ({exc}); it is saved"
+                " again at the next save",
+                RuntimeWarning,
+                stacklevel=3,
+            )

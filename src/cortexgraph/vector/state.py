@@ -267,7 +267,7 @@ class VectorState:
                 index.remove(memory_id)
         index.watermark = last
         if save_due(last, self.saved):
-            self.save()
+            self.save(background=True)  # the recall need not wait for the disk
         return embedded
 
     def _changed(self, txn: ReadTxn, since: int) -> dict[bytes, None]:
@@ -317,12 +317,19 @@ class VectorState:
                     progress(start + len(chunk), len(missing))
         return out, len(missing)
 
-    def save(self) -> None:
+    def save(self, *, background: bool = False) -> None:
         """Save the index if it changed since it was loaded or saved (never on a read-only
-        handle: what a reader embedded is kept in memory only)."""
+        handle: what a reader embedded is kept in memory only), waiting for a save left
+        running in the background, or, with ``background``, leaving this one running
+        (see :meth:`VectorIndex.save`).
+
+        Raises:
+            OSError: the index could not be saved (now, or by the background save).
+        """
         index = self.index
+        index.wait()
         if not self.env.readonly and (index.dirty or index.watermark != self.saved):
-            index.save(index.watermark)
+            index.save(index.watermark, background=background)
             self.saved = index.watermark
 
     def query(self, text: str) -> npt.NDArray[np.float32]:
