@@ -15,9 +15,11 @@ import cortexgraph as cg
 from cortexgraph.core.body import encode_body
 from cortexgraph.core.codec import decode
 from cortexgraph.core.fusion import embed_text, embed_text_of_body
+from cortexgraph.embed import HashEmbedder
 from cortexgraph.vector import VectorIndex
 from cortexgraph.vector.files import IndexFiles
 from cortexgraph.vector.hnsw import full_scan_limit
+from cortexgraph.vector.state import cached_vectors, content_key
 from strategies import memories
 
 DIM = 16
@@ -246,3 +248,27 @@ def test_a_failed_background_save_is_reported_and_leaves_the_index_dirty(
     index.wait()
     again = VectorIndex.open(tmp_path, name="e", dim=DIM)
     assert (again.status, again.watermark, len(again)) == ("loaded", 5, 11)
+
+
+def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path: Path) -> None:
+    """_vectors gives each text its embedder row whether it was cached, embedded, or
+    given twice; it embeds (and caches) each text not cached once, and reads nothing but
+    a first look from a cache holding no vector of the embedder."""
+    embedder = HashEmbedder(DIM)
+    texts = ["deploy a", "roll back b", "deploy a", "queue c", "roll back b"]
+    with cg.open(tmp_path, "a", sync=False, embedder=embedder) as cx:
+        h = cx._handle
+        state = h.vector_state()
+        with h.env.read() as txn:
+            key = content_key(embedder.name, texts[0])
+            assert cached_vectors(txn, [key], embedder.name, DIM) == {}
+            first, embedded = state._vectors(txn, texts[:2], None)
+        assert embedded == 2
+        assert first.tobytes() == embedder.embed(texts[:2]).tobytes()
+        with h.env.read() as txn:
+            vectors, embedded = state._vectors(txn, texts, None)
+        with h.env.read() as txn:  # a snapshot taken after the rows were cached
+            keys = [content_key(embedder.name, text) for text in texts]
+            assert set(cached_vectors(txn, keys, embedder.name, DIM)) == set(keys)
+        assert embedded == 1  # "queue c"; the others were cached by the first call
+        assert vectors.tobytes() == embedder.embed(texts).tobytes()

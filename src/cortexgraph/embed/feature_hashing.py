@@ -126,18 +126,33 @@ def _ranges(starts: NDArray[np.int64], sizes: NDArray[np.int64]) -> NDArray[np.i
     return shift + np.arange(int(ends[-1]) if len(ends) else 0, dtype=np.int64)
 
 
+class _Numbers(dict[str, int]):
+    """Token -> number, ``_SEP`` being 0; a token not seen is numbered when first looked
+    up (so numbering a chunk's tokens is one C-level ``map``) and listed in ``new``."""
+
+    def __init__(self) -> None:
+        super().__init__({_SEP: 0})
+        self.new: list[str] = []
+
+    def __missing__(self, token: str) -> int:
+        number = self[token] = len(self)
+        self.new.append(token)
+        return number
+
+
 class _Seen:
     """The feature hashes of the tokens and bigrams embedded so far, as numpy tables that a
     chunk of texts gathers from instead of hashing (or looking up) token by token.
 
     A token gets a number, in the order tokens are first seen (``_SEP`` is 0, with no
-    features); ``hashes`` holds each
-    token's word and trigram hashes (:func:`_token_hashes`), token after token, from
-    ``starts`` for ``sizes``. A bigram is known by ``left << 32 | right`` (its tokens'
-    numbers): ``bigram_keys`` is sorted and ``bigram_hashes`` holds their hashes. The
-    numbers never reach a vector (only hashes do), so the tables change nothing but speed;
-    they are dropped when they grow past ``_MAX_TOKENS`` or ``_MAX_BIGRAMS``. One lock
-    guards them: embedders share them across threads.
+    features); ``hashes`` holds each token's word and trigram hashes
+    (:func:`_token_hashes`), token after token, from ``starts`` for ``sizes``. A bigram
+    is known by ``left << 32 | right`` (its tokens' numbers): ``bigram_keys`` is sorted
+    and ``bigram_hashes`` holds their hashes. The numbers never reach a vector (only
+    hashes do), so the tables change nothing but speed; they are dropped when they grow
+    past ``_MAX_TOKENS`` or ``_MAX_BIGRAMS``. One lock guards them: embedders share them
+    across threads, and a chunk keeps the arrays it read (they are replaced, never
+    changed in place).
     """
 
     def __init__(self) -> None:
@@ -145,7 +160,7 @@ class _Seen:
         self.clear()
 
     def clear(self) -> None:
-        self.numbers: dict[str, int] = {_SEP: 0}
+        self.numbers = _Numbers()
         self.tokens: list[str] = [_SEP]
         self.hashes: NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
         self.starts: NDArray[np.int64] = np.zeros(1, dtype=np.int64)
@@ -158,7 +173,8 @@ class _Seen:
         if len(self.tokens) > _MAX_TOKENS:
             self.clear()
         numbers = self.numbers
-        new = [token for token in dict.fromkeys(tokens) if token not in numbers]
+        found = np.fromiter(map(numbers.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+        new, numbers.new = numbers.new, []
         if new:
             parts = [_token_hashes(token) for token in new]
             sizes = np.array([len(part) // _HASH.itemsize for part in parts], dtype=np.int64)
@@ -167,10 +183,8 @@ class _Seen:
             self.hashes = np.concatenate((self.hashes, hashes))
             self.starts = np.concatenate((self.starts, starts))
             self.sizes = np.concatenate((self.sizes, sizes))
-            for token in new:
-                numbers[token] = len(self.tokens)
-                self.tokens.append(token)
-        return np.fromiter(map(numbers.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+            self.tokens += new
+        return found
 
     def bigrams(self, keys: NDArray[np.int64]) -> NDArray[np.uint64]:
         """The hash of each bigram of ``keys`` (sorted, distinct), hashing those not seen."""
@@ -326,26 +340,28 @@ class HashEmbedder:
         stable sort by (text, hash) of the features in text order gives.
         """
         count, dim = len(texts), self._dim
-        with _SEEN.lock:
-            numbers = _SEEN.number(chunk_tokens(texts))
+        tokens = chunk_tokens(texts)
+        with _SEEN.lock:  # the tables' arrays are replaced, never changed: keep these
+            numbers = _SEEN.number(tokens)
             between = numbers == 0  # _SEP: the next text's tokens follow
             text_of = np.cumsum(between)[~between]
             numbers = numbers[~between]
-            if not len(numbers):
-                return np.zeros((count, dim), dtype=np.float32)
             pair = text_of[1:] == text_of[:-1]  # adjacent tokens of one text: a bigram
-            # the chunk's distinct tokens (``used``) and each occurrence's place among them
-            present = np.zeros(len(_SEEN.tokens), dtype=bool)
-            present[numbers] = True
-            used = np.flatnonzero(present)
-            local = np.zeros(len(present), dtype=np.int64)
-            local[used] = np.arange(len(used))
-            used_sizes = _SEEN.sizes[used]
-            used_hashes = _SEEN.hashes[_ranges(_SEEN.starts[used], used_sizes)]
             bigram_keys, bigram_of = np.unique(
                 (numbers[:-1][pair] << 32) | numbers[1:][pair], return_inverse=True
             )
             bigram_hashes = _SEEN.bigrams(bigram_keys)
+            table, starts, sizes = _SEEN.hashes, _SEEN.starts, _SEEN.sizes
+        if not len(numbers):
+            return np.zeros((count, dim), dtype=np.float32)
+        # the chunk's distinct tokens (``used``) and each occurrence's place among them
+        present = np.zeros(len(sizes), dtype=bool)
+        present[numbers] = True
+        used = np.flatnonzero(present)
+        local = np.zeros(len(present), dtype=np.int64)
+        local[used] = np.arange(len(used))
+        used_sizes = sizes[used]
+        used_hashes = table[_ranges(starts[used], used_sizes)]
         distinct, rank = np.unique(
             np.concatenate((used_hashes, bigram_hashes)), return_inverse=True
         )

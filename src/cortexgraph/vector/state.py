@@ -9,6 +9,7 @@ through ``embed.base.embed_checked``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ __all__ = [
     "VectorState",
     "cache_vectors",
     "cached_vector",
+    "cached_vectors",
     "content_key",
     "embed_and_cache",
     "embed_pending",
@@ -129,6 +131,26 @@ def cached_vector(txn: ReadTxn, key: bytes, dim: int) -> npt.NDArray[np.float32]
     if raw is None or len(raw) != 4 * dim:
         return None
     return np.frombuffer(raw, dtype="<f4")
+
+
+def cached_vectors(
+    txn: ReadTxn, keys: Iterable[bytes], name: str, dim: int
+) -> dict[bytes, npt.NDArray[np.float32]]:
+    """The cached vectors of ``keys`` (cache keys of embedder ``name``) that the ``emb``
+    cache holds, read with one cursor in key order; rows of the wrong size count as
+    missing. Nothing is read past a first look when the cache holds no vector of
+    ``name`` (a store whose writers never embedded)."""
+    prefix = name.encode("utf-8") + b"\0"
+    with txn.cursor("emb") as cur:
+        if not cur.set_range(prefix) or not bytes(cur.key()).startswith(prefix):
+            return {}
+        found = cur.getmulti(sorted(keys))
+    size = 4 * dim
+    return {
+        bytes(key): np.frombuffer(value, dtype="<f4")
+        for key, value in found
+        if len(value) == size
+    }
 
 
 def uncached(txn: ReadTxn, ids: Iterable[bytes], embedder: Embedder) -> dict[bytes, str]:
@@ -284,38 +306,43 @@ class VectorState:
         self, txn: ReadTxn, texts: list[str], progress: Progress | None
     ) -> tuple[npt.NDArray[np.float32], int]:
         """Vectors for ``texts``, one row each: from the ``emb`` cache, else embedded (and
-        cached), in chunks; and how many texts were embedded."""
+        cached), in chunks; and how many texts were embedded.
+
+        The texts are keyed (:func:`content_key`) and each distinct key is looked up
+        once, all of them in one ``getmulti`` (none when the cache holds no vector of
+        this embedder); the texts not cached are embedded into one matrix, which is the
+        answer itself when every text was embedded and none twice (a first catch-up).
+        """
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
-        out = np.zeros((len(texts), dim), dtype=np.float32)
-        rows: dict[bytes, list[int]] = {}  # the rows of each key not cached
-        for row, key in enumerate(keys):
-            vector = cached_vector(txn, key, dim)
-            if vector is not None:
-                out[row] = vector
-            else:
-                rows.setdefault(key, []).append(row)
-        missing = list(rows)
+        distinct = dict.fromkeys(keys)
+        cached = cached_vectors(txn, distinct, name, dim)
+        missing = [key for key in distinct if key not in cached]
+        fresh = np.empty((len(missing), dim), dtype=np.float32)
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
             if progress is not None:
                 progress(0, len(missing))
-            uncached: dict[bytes, npt.NDArray[np.float32]] = {}
+            done = 0  # rows of ``fresh`` cached so far
             for start in range(0, len(missing), EMBED_BATCH):
-                chunk = missing[start : start + EMBED_BATCH]
-                vectors = embed_pending(self.embedder, {key: text_of[key] for key in chunk})
-                # each key's first row in one assignment; a text twice gets its other rows
-                out[[rows[key][0] for key in chunk]] = np.stack(list(vectors.values()))
-                for key in chunk:
-                    if len(rows[key]) > 1:
-                        out[rows[key][1:]] = vectors[key]
-                uncached.update(vectors)
-                if len(uncached) >= CACHE_BATCH or start + len(chunk) == len(missing):
-                    cache_vectors(self.env, uncached)
-                    uncached = {}
+                stop = min(start + EMBED_BATCH, len(missing))
+                fresh[start:stop] = embed_checked(
+                    self.embedder, [text_of[key] for key in missing[start:stop]]
+                )
+                if stop - done >= CACHE_BATCH or stop == len(missing):
+                    rows = fresh[done:stop]
+                    self.env.write_cache(
+                        "emb", list(zip(missing[done:stop], map(bytes, rows), strict=True))
+                    )
+                    done = stop
                 if progress is not None:
-                    progress(start + len(chunk), len(missing))
-        return out, len(missing)
+                    progress(stop, len(missing))
+        if len(missing) == len(keys):  # each text embedded, once: the rows in order
+            return fresh, len(missing)
+        # rows of ``table``: the cached vectors, then the embedded ones
+        place = {key: row for row, key in enumerate(itertools.chain(cached, missing))}
+        table = np.concatenate((np.stack(list(cached.values())), fresh)) if cached else fresh
+        return table[[place[key] for key in keys]], len(missing)
 
     def save(self, *, background: bool = False) -> None:
         """Save the index if it changed since it was loaded or saved (never on a read-only
