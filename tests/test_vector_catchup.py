@@ -272,3 +272,20 @@ def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path
             assert set(cached_vectors(txn, keys, embedder.name, DIM)) == set(keys)
         assert embedded == 1  # "queue c"; the others were cached by the first call
         assert vectors.tobytes() == embedder.embed(texts).tobytes()
+
+
+def test_cache_rows_go_in_whatever_their_keys_order(tmp_path: Path) -> None:
+    """write_cache stores rows given in any key order: appended to a table whose keys are
+    all below theirs, put among the existing ones otherwise, duplicates included (the
+    last value of a key wins, as with puts one by one)."""
+    with cg.open(tmp_path, "a", sync=False) as cx:
+        env = cx._handle.env
+        env.write_cache("emb", [(b"m", b"1"), (b"c", b"2"), (b"x", b"3")])  # empty: appended
+        env.write_cache("emb", [(b"z", b"4"), (b"y", b"5")])  # above the last: appended
+        env.write_cache("emb", [(b"d", b"6"), (b"a", b"7"), (b"d", b"8"), (b"zz", b"9")])
+        with env.read() as txn, txn.cursor("emb") as cur:
+            rows = [(bytes(key), bytes(value)) for key, value in cur]
+    assert rows == [
+        (b"a", b"7"), (b"c", b"2"), (b"d", b"8"), (b"m", b"1"),
+        (b"x", b"3"), (b"y", b"5"), (b"z", b"4"), (b"zz", b"9"),
+    ]  # fmt: skip

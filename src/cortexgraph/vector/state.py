@@ -310,14 +310,15 @@ class VectorState:
 
         The texts are keyed (:func:`content_key`) and each distinct key is looked up
         once, all of them in one ``getmulti`` (none when the cache holds no vector of
-        this embedder); the texts not cached are embedded into one matrix, which is the
-        answer itself when every text was embedded and none twice (a first catch-up).
+        this embedder); the texts not cached are embedded in key order, so that each
+        :data:`CACHE_BATCH` of them goes into the cache as rows in key order (see
+        ``Environment.write_cache``), then put in the order of ``texts``.
         """
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
         distinct = dict.fromkeys(keys)
         cached = cached_vectors(txn, distinct, name, dim)
-        missing = [key for key in distinct if key not in cached]
+        missing = sorted(key for key in distinct if key not in cached)
         fresh = np.empty((len(missing), dim), dtype=np.float32)
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
@@ -337,8 +338,6 @@ class VectorState:
                     done = stop
                 if progress is not None:
                     progress(stop, len(missing))
-        if len(missing) == len(keys):  # each text embedded, once: the rows in order
-            return fresh, len(missing)
         # rows of ``table``: the cached vectors, then the embedded ones
         place = {key: row for row, key in enumerate(itertools.chain(cached, missing))}
         table = np.concatenate((np.stack(list(cached.values())), fresh)) if cached else fresh
