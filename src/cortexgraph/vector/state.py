@@ -137,20 +137,19 @@ def cached_vectors(
     txn: ReadTxn, keys: Iterable[bytes], name: str, dim: int
 ) -> dict[bytes, npt.NDArray[np.float32]]:
     """The cached vectors of ``keys`` (cache keys of embedder ``name``) that the ``emb``
-    cache holds, read with one cursor in key order; rows of the wrong size count as
-    missing. Nothing is read past a first look when the cache holds no vector of
-    ``name`` (a store whose writers never embedded)."""
+    cache holds; rows of the wrong size count as missing. Nothing is looked up past a
+    first look when the cache holds no vector of ``name`` (a store whose writers never
+    embedded)."""
     prefix = name.encode("utf-8") + b"\0"
     with txn.cursor("emb") as cur:
         if not cur.set_range(prefix) or not bytes(cur.key()).startswith(prefix):
             return {}
-        found = cur.getmulti(sorted(keys))
-    size = 4 * dim
-    return {
-        bytes(key): np.frombuffer(value, dtype="<f4")
-        for key, value in found
-        if len(value) == size
-    }
+    found: dict[bytes, npt.NDArray[np.float32]] = {}
+    for key in keys:
+        vector = cached_vector(txn, key, dim)
+        if vector is not None:
+            found[key] = vector
+    return found
 
 
 def uncached(txn: ReadTxn, ids: Iterable[bytes], embedder: Embedder) -> dict[bytes, str]:
@@ -309,10 +308,10 @@ class VectorState:
         cached), in chunks; and how many texts were embedded.
 
         The texts are keyed (:func:`content_key`) and each distinct key is looked up
-        once, all of them in one ``getmulti`` (none when the cache holds no vector of
-        this embedder); the texts not cached are embedded in key order, so that each
-        :data:`CACHE_BATCH` of them goes into the cache as rows in key order (see
-        ``Environment.write_cache``), then put in the order of ``texts``.
+        once (none when the cache holds no vector of this embedder); the texts not
+        cached are embedded in key order, so that each :data:`CACHE_BATCH` of them goes
+        into the cache as rows in key order (see ``Environment.write_cache``), then put
+        in the order of ``texts``.
         """
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
