@@ -227,10 +227,12 @@ def _sum_rows(squares: NDArray[np.float64], terms: NDArray[np.int64]) -> NDArray
 
     Each row is summed in the wider type: with ``k`` non-zero terms, all non-negative,
     any order of additions is off the exact sum by at most ``(k - 1) * u`` of the
-    computed one (``u``: its unit roundoff, half its eps). A row whose computed sum lies
-    further than ``k * eps`` of it from the midpoints around its float64 rounding rounds
-    the exact sum the same way: that rounding is fsum's answer. The other rows (about a
-    quarter at 200 terms) and every row without a wider type go through ``math.fsum``.
+    computed one, to first order (``u``: its unit roundoff, half its eps); ``(k + 1) * u``
+    also covers the second order and the rounding of the comparisons below. A row whose
+    computed sum lies further than that from the midpoints around its float64 rounding
+    rounds the exact sum the same way: that rounding is fsum's answer. The other rows
+    (about one in ten at 200 terms) and every row without a wider type go through
+    ``math.fsum``.
     """
     out = np.zeros(len(squares), dtype=np.float64)
     if _WIDE is None:
@@ -238,7 +240,7 @@ def _sum_rows(squares: NDArray[np.float64], terms: NDArray[np.int64]) -> NDArray
     else:
         wide = squares.sum(axis=1, dtype=_WIDE)
         out = wide.astype(np.float64)  # rounded to nearest
-        slack = wide * (terms * np.finfo(_WIDE).eps)
+        slack = wide * ((terms + 1) * (np.finfo(_WIDE).eps / 2))
         here = out.astype(_WIDE)
         # the midpoints between the rounding and its neighbours: exact in 64 bits
         low = (here + np.nextafter(out, -np.inf).astype(_WIDE)) / 2
