@@ -16,6 +16,7 @@ from cortexgraph.core.body import encode_body
 from cortexgraph.core.codec import decode
 from cortexgraph.core.fusion import embed_text, embed_text_of_body
 from cortexgraph.embed import HashEmbedder
+from cortexgraph.errors import ValidationError
 from cortexgraph.vector import VectorIndex
 from cortexgraph.vector.files import IndexFiles
 from cortexgraph.vector.hnsw import full_scan_limit
@@ -251,9 +252,10 @@ def test_a_failed_background_save_is_reported_and_leaves_the_index_dirty(
 
 
 def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path: Path) -> None:
-    """_vectors gives each text its embedder row whether it was cached, embedded, or
-    given twice; it embeds (and caches) each text not cached once, and reads nothing but
-    a first look from a cache holding no vector of the embedder."""
+    """_vectors gives each text its embedder row (through the row numbers it returns)
+    whether it was cached, embedded, or given twice; it embeds (and caches, with the
+    embedder's bytes) each text not cached once, and finds nothing in a cache holding no
+    vector of the embedder."""
     embedder = HashEmbedder(DIM)
     texts = ["deploy a", "roll back b", "deploy a", "queue c", "roll back b"]
     with cg.open(tmp_path, "a", sync=False, embedder=embedder) as cx:
@@ -262,16 +264,20 @@ def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path
         with h.env.read() as txn:
             key = content_key(embedder.name, texts[0])
             assert cached_vectors(txn, [key], embedder.name, DIM) == {}
-            first, embedded = state._vectors(txn, texts[:2], None)
+            table, rows, embedded = state._vectors(txn, texts[:2], None)
         assert embedded == 2
-        assert first.tobytes() == embedder.embed(texts[:2]).tobytes()
+        assert table[rows].tobytes() == embedder.embed(texts[:2]).tobytes()
         with h.env.read() as txn:
-            vectors, embedded = state._vectors(txn, texts, None)
+            table, rows, embedded = state._vectors(txn, texts, None)
         with h.env.read() as txn:  # a snapshot taken after the rows were cached
             keys = [content_key(embedder.name, text) for text in texts]
-            assert set(cached_vectors(txn, keys, embedder.name, DIM)) == set(keys)
+            cached = cached_vectors(txn, keys, embedder.name, DIM)
+            assert [cached[key].tobytes() for key in keys] == [
+                row.tobytes() for row in embedder.embed(texts)
+            ]
         assert embedded == 1  # "queue c"; the others were cached by the first call
-        assert vectors.tobytes() == embedder.embed(texts).tobytes()
+        assert table[rows].tobytes() == embedder.embed(texts).tobytes()
+        assert len(table) == 3  # one row per distinct text
 
 
 def test_cache_rows_go_in_whatever_their_keys_order(tmp_path: Path) -> None:
@@ -289,3 +295,30 @@ def test_cache_rows_go_in_whatever_their_keys_order(tmp_path: Path) -> None:
         (b"a", b"7"), (b"c", b"2"), (b"d", b"8"), (b"m", b"1"),
         (b"x", b"3"), (b"y", b"5"), (b"z", b"4"), (b"zz", b"9"),
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("threshold", [0, 1_000])
+def test_upsert_many_with_rows_is_upsert_many_of_the_gathered_vectors(
+    tmp_path: Path, threshold: int
+) -> None:
+    """upsert_many(ids, vectors, rows=r) leaves the index (files included) exactly as
+    upsert_many(ids, vectors[r]), with and without a graph, a vector shared by two ids
+    included; rows that do not give one row of vectors per id are refused and change
+    nothing."""
+    vectors = unit_vectors(40, seed=8) * 2.0
+    rows = np.random.default_rng(9).permutation(40)[:30]
+    rows[5] = rows[6]  # one vector for two ids
+    ids = [mid(i) for i in range(30)]
+    gathered = VectorIndex.open(tmp_path / "g", name="e", dim=DIM, full_scan_threshold=threshold)
+    gathered.upsert_many(ids, vectors[rows])
+    direct = VectorIndex.open(tmp_path / "r", name="e", dim=DIM, full_scan_threshold=threshold)
+    for bad in (rows[:-1], np.append(rows[:-1], 40), rows.astype(float)):
+        with pytest.raises(ValidationError) as info:
+            direct.upsert_many(ids, vectors, rows=bad)
+        assert info.value.field == "rows" and len(direct) == 0
+    direct.upsert_many(ids, vectors, rows=rows)
+    gathered.save(1)
+    direct.save(1)
+    assert [p.read_bytes() for p in direct.data_paths()] == [
+        p.read_bytes() for p in gathered.data_paths()
+    ]

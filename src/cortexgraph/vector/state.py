@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import blake3
 import numpy as np
@@ -187,6 +187,16 @@ def embed_and_cache(
     return vectors
 
 
+def _rows(keys: list[bytes], vectors: npt.NDArray[np.float32]) -> list[tuple[bytes, bytes]]:
+    """Cache rows: each key with its vector's bytes, as views of ``vectors`` (LMDB copies
+    them into its pages; copying them into bytes first cost 0.13 s at 100,000)."""
+    raw = vectors.reshape(-1).view(np.uint8).data  # C-contiguous rows, one after another
+    size = vectors.shape[1] * vectors.itemsize
+    views = [raw[i * size : (i + 1) * size] for i in range(len(keys))]
+    # LMDB takes a memoryview wherever it takes bytes
+    return list(zip(keys, cast("list[bytes]", views), strict=True))
+
+
 class VectorState:
     """One handle's vector index and the embedder that fills it.
 
@@ -281,8 +291,9 @@ class VectorState:
             todo, gone = self._changed(txn, index.watermark), set()
         live, inactive = live_texts(txn, todo)
         gone |= inactive
-        vectors, embedded = self._vectors(txn, [text for _, text in live], progress)
-        index.upsert_many([memory_id for memory_id, _ in live], vectors, progress=indexing)
+        vectors, rows, embedded = self._vectors(txn, [text for _, text in live], progress)
+        ids = [memory_id for memory_id, _ in live]
+        index.upsert_many(ids, vectors, progress=indexing, rows=rows)
         for memory_id in sorted(gone):
             if memory_id in index:
                 index.remove(memory_id)
@@ -303,22 +314,28 @@ class VectorState:
 
     def _vectors(
         self, txn: ReadTxn, texts: list[str], progress: Progress | None
-    ) -> tuple[npt.NDArray[np.float32], int]:
-        """Vectors for ``texts``, one row each: from the ``emb`` cache, else embedded (and
-        cached), in chunks; and how many texts were embedded.
+    ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.intp], int]:
+        """Vectors for ``texts``, from the ``emb`` cache, else embedded (and cached), in
+        chunks: a matrix and the row of it of each text; and how many texts were
+        embedded.
 
         The texts are keyed (:func:`content_key`) and each distinct key is looked up
         once (none when the cache holds no vector of this embedder); the texts not
         cached are embedded in key order, so that each :data:`CACHE_BATCH` of them goes
-        into the cache as rows in key order (see ``Environment.write_cache``), then put
-        in the order of ``texts``.
+        into the cache as rows in key order (see ``Environment.write_cache``). The rows
+        are not copied back into the order of ``texts`` (150 MB at 100,000 texts of 384
+        dimensions): the index gathers them as it normalises them.
         """
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
         distinct = dict.fromkeys(keys)
         cached = cached_vectors(txn, distinct, name, dim)
         missing = sorted(key for key in distinct if key not in cached)
-        fresh = np.empty((len(missing), dim), dtype=np.float32)
+        # rows of ``table``: the cached vectors, then the embedded ones
+        table = np.empty((len(cached) + len(missing), dim), dtype=np.float32)
+        if cached:
+            table[: len(cached)] = np.stack(list(cached.values()))
+        fresh = table[len(cached) :]
         if missing:
             text_of = dict(zip(keys, texts, strict=True))
             if progress is not None:
@@ -330,17 +347,13 @@ class VectorState:
                     self.embedder, [text_of[key] for key in missing[start:stop]]
                 )
                 if stop - done >= CACHE_BATCH or stop == len(missing):
-                    rows = fresh[done:stop]
-                    self.env.write_cache(
-                        "emb", list(zip(missing[done:stop], map(bytes, rows), strict=True))
-                    )
+                    self.env.write_cache("emb", _rows(missing[done:stop], fresh[done:stop]))
                     done = stop
                 if progress is not None:
                     progress(stop, len(missing))
-        # rows of ``table``: the cached vectors, then the embedded ones
         place = {key: row for row, key in enumerate(itertools.chain(cached, missing))}
-        table = np.concatenate((np.stack(list(cached.values())), fresh)) if cached else fresh
-        return table[[place[key] for key in keys]], len(missing)
+        rows = np.fromiter(map(place.__getitem__, keys), dtype=np.intp, count=len(keys))
+        return table, rows, len(missing)
 
     def save(self, *, background: bool = False) -> None:
         """Save the index if it changed since it was loaded or saved (never on a read-only
