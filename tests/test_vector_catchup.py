@@ -16,7 +16,6 @@ from cortexgraph.core.body import encode_body
 from cortexgraph.core.codec import decode
 from cortexgraph.core.fusion import embed_text, embed_text_of_body
 from cortexgraph.embed import HashEmbedder
-from cortexgraph.errors import ValidationError
 from cortexgraph.vector import VectorIndex
 from cortexgraph.vector.files import IndexFiles
 from cortexgraph.vector.hnsw import full_scan_limit
@@ -252,8 +251,8 @@ def test_a_failed_background_save_is_reported_and_leaves_the_index_dirty(
 
 
 def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path: Path) -> None:
-    """_vectors gives each text its embedder row (through the row numbers it returns)
-    whether it was cached, embedded, or given twice; it embeds (and caches, with the
+    """_vectors gives each text its embedder row whether it was cached, embedded, or
+    given twice; it embeds (and caches, with the
     embedder's bytes) each text not cached once, and finds nothing in a cache holding no
     vector of the embedder."""
     embedder = HashEmbedder(DIM)
@@ -264,11 +263,11 @@ def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path
         with h.env.read() as txn:
             key = content_key(embedder.name, texts[0])
             assert cached_vectors(txn, [key], embedder.name, DIM) == {}
-            table, rows, embedded = state._vectors(txn, texts[:2], None)
+            first, embedded = state._vectors(txn, texts[:2], None)
         assert embedded == 2
-        assert table[rows].tobytes() == embedder.embed(texts[:2]).tobytes()
+        assert first.tobytes() == embedder.embed(texts[:2]).tobytes()
         with h.env.read() as txn:
-            table, rows, embedded = state._vectors(txn, texts, None)
+            vectors, embedded = state._vectors(txn, texts, None)
         with h.env.read() as txn:  # a snapshot taken after the rows were cached
             keys = [content_key(embedder.name, text) for text in texts]
             cached = cached_vectors(txn, keys, embedder.name, DIM)
@@ -276,8 +275,7 @@ def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path
                 row.tobytes() for row in embedder.embed(texts)
             ]
         assert embedded == 1  # "queue c"; the others were cached by the first call
-        assert table[rows].tobytes() == embedder.embed(texts).tobytes()
-        assert len(table) == 3  # one row per distinct text
+        assert vectors.tobytes() == embedder.embed(texts).tobytes()
 
 
 def test_cache_rows_go_in_whatever_their_keys_order(tmp_path: Path) -> None:
@@ -298,27 +296,28 @@ def test_cache_rows_go_in_whatever_their_keys_order(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("threshold", [0, 1_000])
-def test_upsert_many_with_rows_is_upsert_many_of_the_gathered_vectors(
+def test_upsert_many_overwriting_its_vectors_gives_the_same_index(
     tmp_path: Path, threshold: int
 ) -> None:
-    """upsert_many(ids, vectors, rows=r) leaves the index (files included) exactly as
-    upsert_many(ids, vectors[r]), with and without a graph, a vector shared by two ids
-    included; rows that do not give one row of vectors per id are refused and change
-    nothing."""
-    vectors = unit_vectors(40, seed=8) * 2.0
-    rows = np.random.default_rng(9).permutation(40)[:30]
-    rows[5] = rows[6]  # one vector for two ids
-    ids = [mid(i) for i in range(30)]
-    gathered = VectorIndex.open(tmp_path / "g", name="e", dim=DIM, full_scan_threshold=threshold)
-    gathered.upsert_many(ids, vectors[rows])
-    direct = VectorIndex.open(tmp_path / "r", name="e", dim=DIM, full_scan_threshold=threshold)
-    for bad in (rows[:-1], np.append(rows[:-1], 40), rows.astype(float)):
-        with pytest.raises(ValidationError) as info:
-            direct.upsert_many(ids, vectors, rows=bad)
-        assert info.value.field == "rows" and len(direct) == 0
-    direct.upsert_many(ids, vectors, rows=rows)
-    gathered.save(1)
-    direct.save(1)
-    assert [p.read_bytes() for p in direct.data_paths()] == [
-        p.read_bytes() for p in gathered.data_paths()
+    """upsert_many(..., overwrite=True) normalises the caller's array in place and leaves
+    the index (files included) exactly as without it, with and without a graph, into an
+    empty index and into one that holds vectors; vectors it had to convert are not
+    touched."""
+    vectors = unit_vectors(60, seed=8) * 2.0
+    ids = [mid(i) for i in range(60)]
+    plain = VectorIndex.open(tmp_path / "p", name="e", dim=DIM, full_scan_threshold=threshold)
+    mine = VectorIndex.open(tmp_path / "m", name="e", dim=DIM, full_scan_threshold=threshold)
+    for part in (slice(0, 40), slice(30, 60)):
+        plain.upsert_many(ids[part], vectors[part])
+        given = vectors[part].copy()
+        mine.upsert_many(ids[part], given, overwrite=True)
+        assert not np.array_equal(given, vectors[part])  # normalised in place
+    as_list = vectors[:3].tolist()
+    mine.upsert_many(ids[:3], as_list, overwrite=True)
+    plain.upsert_many(ids[:3], vectors[:3])
+    assert as_list == vectors[:3].tolist()
+    plain.save(1)
+    mine.save(1)
+    assert [p.read_bytes() for p in mine.data_paths()] == [
+        p.read_bytes() for p in plain.data_paths()
     ]

@@ -500,7 +500,8 @@ class Environment:
         it needs no journal entry (J2 does not apply), rebuild keeps it, and verify does
         not compare it. On a read-only handle nothing is written. Called by a thread that
         holds a read transaction when the map is full, the rows wait until that thread's
-        last transaction ends (E2).
+        last transaction ends (E2). Values may be memoryviews: they are copied before
+        this returns.
         """
         if table not in CACHE_TABLES:
             raise CortexError(f"{table!r} is not a cache table")
@@ -537,8 +538,10 @@ class Environment:
             raise
 
     def _defer(self, table: str, items: list[tuple[bytes, bytes]]) -> None:
+        # values may be views of a buffer the caller reuses once write_cache returns
+        rows = [(key, bytes(value)) for key, value in items]
         with self._deferred_lock:
-            self._deferred.append((table, list(items)))
+            self._deferred.append((table, rows))
 
     def _flush_deferred(self) -> None:
         """Write the cache rows deferred by :meth:`write_cache` (no transaction held)."""
