@@ -263,6 +263,18 @@ def _unit_rows(matrix: NDArray[np.float64]) -> NDArray[np.float32]:
     return out
 
 
+@functools.lru_cache(maxsize=32)
+def _log_weights_below(size: int) -> NDArray[np.float64]:
+    table = np.ones(size, dtype=np.float64)
+    table[2:] = [_log_weight(count) for count in range(2, size)]
+    return table
+
+
+def _log_weights(most: int) -> NDArray[np.float64]:
+    """:func:`_log_weight` of each count up to ``most``, at its index (0 and 1 unused)."""
+    return _log_weights_below(1 << most.bit_length())
+
+
 @functools.lru_cache(maxsize=256)
 def _log_weight(count: int) -> float:
     """``1 + ln(count)``, correctly rounded (decimal's ``ln`` is, libm's need not be)."""
@@ -384,15 +396,15 @@ class HashEmbedder:
         counts = np.diff(np.append(starts, len(keys)))
         first = keys[starts]
         rows = first >> _ROW_SHIFT
-        features = distinct[(first & ((1 << _ROW_SHIFT) - 1)) >> 1]
+        ranks = (first & ((1 << _ROW_SHIFT) - 1)) >> 1
         values = np.where(first & 1, _BIGRAM, _WORD)
         repeated = np.flatnonzero(counts > 1)
         if repeated.size:
-            seen = np.unique(counts[repeated])
-            table = np.array([_log_weight(int(c)) for c in seen.tolist()])
-            values[repeated] *= table[np.searchsorted(seen, counts[repeated])]
-        values[(features >> np.uint64(63)).astype(bool)] *= -1.0
+            values[repeated] *= _log_weights(int(counts.max()))[counts[repeated]]
+        # a distinct feature's sign and bucket, worked out once per feature of the chunk
+        values[(distinct >> np.uint64(63)).astype(bool)[ranks]] *= -1.0
+        buckets = (distinct % np.uint64(dim)).astype(np.int64)
         # np.bincount adds sequentially in input order: within a text, in hash order
-        cells = rows * dim + (features % np.uint64(dim)).astype(np.int64)
+        cells = rows * dim + buckets[ranks]
         matrix = np.bincount(cells, weights=values, minlength=count * dim)  # float64
         return _unit_rows(matrix.astype(np.float64, copy=False).reshape(count, dim))
