@@ -14,6 +14,7 @@ and what is checked before a saved index is used (the file layout, V1-V4), is in
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import os
@@ -819,8 +820,9 @@ class VectorIndex:
         caller goes on (a catch-up answers its recall without waiting for 150 MB to reach
         the disk): the index counts as saved at once, and the next call that changes it,
         saves it or names its files, or :meth:`wait`, first waits for the write to end.
-        The thread reads the vectors in place, which is why changes wait. Not with a
-        graph: hnswlib's ``save_index`` holds the GIL, so there is nothing to gain.
+        The thread reads the vectors in place (the ids and removed labels are copied),
+        which is why changes wait. Not with a graph: hnswlib's ``save_index`` holds the
+        GIL, so there is nothing to gain.
 
         Raises:
             ValidationError: ``watermark`` is not a natural number.
@@ -830,27 +832,45 @@ class VectorIndex:
         watermark = _check_int(watermark, "watermark", 0, (1 << 63) - 1)
         self.wait()
         self.watermark = watermark
+        # what is saved, taken now: a search may build the graph while a thread writes
+        write = functools.partial(
+            self._write,
+            self._index,
+            None if self._index is not None else self._vectors(),
+            list(self._ids),
+            set(self._deleted),
+            self._capacity,
+            watermark,
+        )
         if not background or self._index is not None:
-            self._write(watermark)
+            write()
             return
         self._dirty = False  # a failed write makes it dirty again (wait)
 
-        def write() -> None:
+        def in_background() -> None:
             try:
-                self._write(watermark)
+                write()
             except Exception as exc:  # handed to whoever waits
                 self._save_error = exc
 
-        self._saving = threading.Thread(target=write, name="cortexgraph-vector-save")
+        self._saving = threading.Thread(target=in_background, name="cortexgraph-vector-save")
         self._saving.start()
 
-    def _write(self, watermark: int) -> None:
+    def _write(
+        self,
+        index: Any,
+        matrix: Vector | None,
+        ids: list[bytes],
+        deleted: set[int],
+        capacity: int,
+        watermark: int,
+    ) -> None:
         generation = self._files.save(
-            self._index,
-            None if self._index is not None else self._vectors(),
-            self._ids,
-            self._deleted,
-            capacity=self._capacity,
+            index,
+            matrix,
+            ids,
+            deleted,
+            capacity=capacity,
             watermark=watermark,
             after=self._generation,
         )
