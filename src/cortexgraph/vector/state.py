@@ -367,7 +367,10 @@ class VectorState:
         index = self.index
         index.wait()
         if not self.env.readonly and (index.dirty or index.watermark != self.saved):
-            index.save(index.watermark, background=background)
+            if background:
+                index.save(index.watermark, background=True)
+            else:
+                index.save(index.watermark)
             self.saved = index.watermark
 
     def query(self, text: str) -> npt.NDArray[np.float32]:
