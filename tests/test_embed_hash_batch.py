@@ -9,20 +9,23 @@ import itertools
 import math
 import random
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import numpy.typing as npt
 from hypothesis import given
 from hypothesis import strategies as st
+from pytest import MonkeyPatch
 
-from cortexgraph.embed import HashEmbedder
+from cortexgraph.embed import HashEmbedder, feature_hashing
 from cortexgraph.embed.feature_hashing import (
     _BIGRAM,
+    _SEP,
     _TRIGRAM,
     _WORD,
     _hash_feature,
     _log_weight,
-    _text_then_hash_order,
+    chunk_tokens,
     tokenize,
 )
 
@@ -119,10 +122,80 @@ def test_batched_rows_match_the_reference_on_random_texts(texts: list[str], dim:
     assert HashEmbedder(dim).embed(texts).tobytes() == reference(texts, dim).tobytes()
 
 
-def test_the_order_falls_back_to_lexsort_when_top_bits_collide() -> None:
-    """Two features of one text that agree in the bits the one-key sort looks at, in the
-    wrong order by their low bits, still come out in lexsort's order."""
-    rows = np.array([0, 0, 0, 1, 1], dtype=np.int64)
-    features = np.array([7, 6, 7, 1 << 63, 5], dtype=np.uint64)  # 7 and 6 share all top bits
-    order = _text_then_hash_order(rows, features)
-    assert order.tolist() == np.lexsort((features, rows)).tolist() == [1, 0, 2, 4, 3]
+@given(
+    st.lists(
+        st.text(alphabet=st.sampled_from("aZ_9 -.\x00\x1c\u0301\u00df\ufb01\u1100\u1161é東 \t"))
+    )
+)
+def test_chunk_tokens_are_each_texts_tokens_between_separators(texts: list[str]) -> None:
+    """Tokenising texts joined (ASCII, non-ASCII with combining marks, ligatures and Hangul
+    jamo that normalisation composes, texts holding the separator itself) gives each text's
+    own tokens, in order, with one separator between two texts."""
+    expected: list[str] = []
+    for i, text in enumerate(texts):
+        expected += ([_SEP] if i else []) + tokenize(text)
+    assert chunk_tokens(texts) == expected
+
+
+def test_rows_do_not_depend_on_the_hash_tables_filling_up(monkeypatch: MonkeyPatch) -> None:
+    """With tables so small that they are dropped while a batch is embedded, and dropped
+    between calls, the rows are still the reference's bytes (the tables only save work)."""
+    monkeypatch.setattr(feature_hashing, "_MAX_TOKENS", 3)
+    monkeypatch.setattr(feature_hashing, "_MAX_BIGRAMS", 2)
+    texts = varied_texts(300, seed=7)
+    for dim in (8, 384):
+        assert HashEmbedder(dim).embed(texts).tobytes() == reference(texts, dim).tobytes()
+        backwards = texts[::-1]
+        assert HashEmbedder(dim).embed(backwards).tobytes() == reference(backwards, dim).tobytes()
+
+
+def test_threads_sharing_the_tables_get_the_reference_bytes() -> None:
+    """Embedders in several threads at once (sharing the hash tables) each get the
+    reference's bytes."""
+    texts = [varied_texts(200, seed=seed) for seed in range(4)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        rows = list(pool.map(lambda batch: HashEmbedder(64).embed(batch), texts))
+    for batch, got in zip(texts, rows, strict=True):
+        assert got.tobytes() == reference(batch, 64).tobytes()
+
+
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(
+                st.just(0.0),
+                st.floats(min_value=0.0, max_value=1e150, allow_subnormal=True),
+                st.sampled_from([1.0, 0.25, 1.0 + 2**-52, 2**-60, 3.0, 1e-300]),
+            ),
+            min_size=1,
+            max_size=40,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.booleans(),
+)
+def test_row_sums_are_fsum(rows: list[list[float]], wide: bool) -> None:
+    """_sum_rows gives math.fsum of each row, bit for bit, on rows of non-negative values
+    with wide ranges of exponents and terms that round at every step, with the wider
+    float type and without it (then every row goes through fsum)."""
+    width = max(map(len, rows))
+    squares = np.array([row + [0.0] * (width - len(row)) for row in rows], dtype=np.float64)
+    saved = feature_hashing._WIDE
+    feature_hashing._WIDE = saved if wide else None
+    try:
+        got = feature_hashing._sum_rows(squares, np.count_nonzero(squares, axis=1))
+    finally:
+        feature_hashing._WIDE = saved
+    assert got.tolist() == [math.fsum(row) for row in rows]
+
+
+def test_row_sums_near_a_midpoint_go_through_fsum() -> None:
+    """A row whose wide sum lies within its error bound of a float64 midpoint is left to
+    fsum: here the wide sum drops five terms of 3 * 2**-66 one by one and stays below the
+    midpoint 1 + 2**-53, while the exact sum is above it, so fsum rounds up, to
+    1 + 2**-52, where the wide sum would round down, to 1."""
+    row = [1.0, 2**-53 - 2**-63, *[3 * 2**-66] * 5]
+    assert math.fsum(row) == 1.0 + 2**-52
+    got = feature_hashing._sum_rows(np.array([row]), np.array([len(row)]))
+    assert got.tolist() == [1.0 + 2**-52]

@@ -15,8 +15,11 @@ import cortexgraph as cg
 from cortexgraph.core.body import encode_body
 from cortexgraph.core.codec import decode
 from cortexgraph.core.fusion import embed_text, embed_text_of_body
+from cortexgraph.embed import HashEmbedder
 from cortexgraph.vector import VectorIndex
+from cortexgraph.vector.files import IndexFiles
 from cortexgraph.vector.hnsw import full_scan_limit
+from cortexgraph.vector.state import cached_vectors, content_key
 from strategies import memories
 
 DIM = 16
@@ -192,3 +195,129 @@ def test_the_graph_finds_the_exact_top_10_of_a_deep_search(tmp_path: Path) -> No
         top = {index.id_of(label) for label in labels[:10]}
         found += len(top & {m for m, _ in index.exact_search(q, 10)})
     assert found / (10 * 200) >= 0.98, found / 2000
+
+
+def test_a_background_save_writes_what_a_foreground_save_writes(tmp_path: Path) -> None:
+    """An index saved in the background counts as saved at once, writes the same files as
+    a save that waits, and a change made after it waits for the write: the files on disk
+    hold the index as it was when the save began."""
+    vectors = unit_vectors(300, seed=4)
+    indexes = []
+    for name in ("fg", "bg"):
+        index = VectorIndex.open(tmp_path / name, name="e", dim=DIM)
+        index.upsert_many([mid(i) for i in range(300)], vectors)
+        index.remove(mid(7))
+        indexes.append(index)
+    foreground, background = indexes
+    foreground.save(11)
+    background.save(11, background=True)
+    assert not background.dirty and background.watermark == 11
+    background.upsert(mid(1_000), vectors[0])  # waits for the write, then changes the index
+    assert background.dirty
+    on_disk = VectorIndex.open(tmp_path / "bg", name="e", dim=DIM)
+    assert (on_disk.status, on_disk.watermark, len(on_disk)) == ("loaded", 11, 299)
+    assert [p.read_bytes() for p in on_disk.data_paths()] == [
+        p.read_bytes() for p in foreground.data_paths()
+    ]
+    assert on_disk.meta_path.read_bytes() == foreground.meta_path.read_bytes()
+
+
+def test_a_failed_background_save_is_reported_and_leaves_the_index_dirty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A background save that fails raises its OSError from wait() (or the next save),
+    and a change made after it warns instead of failing; either way the index is dirty
+    again, so the next save writes it."""
+
+    def full_disk(*_: object, **__: object) -> int:
+        raise OSError(28, "No space left on device")
+
+    index = VectorIndex.open(tmp_path, name="e", dim=DIM)
+    index.upsert_many([mid(i) for i in range(10)], unit_vectors(10, seed=5))
+    with monkeypatch.context() as patch:
+        patch.setattr(IndexFiles, "save", full_disk)
+        index.save(3, background=True)
+        with pytest.raises(OSError, match="No space left"):
+            index.wait()
+        assert index.dirty
+        index.save(4, background=True)
+        with pytest.warns(RuntimeWarning, match="No space left"):
+            index.upsert(mid(99), unit_vectors(1, seed=6)[0])
+    assert index.dirty
+    index.save(5, background=True)
+    index.wait()
+    again = VectorIndex.open(tmp_path, name="e", dim=DIM)
+    assert (again.status, again.watermark, len(again)) == ("loaded", 5, 11)
+
+
+def test_catch_up_vectors_come_from_the_cache_or_the_embedder_once_each(tmp_path: Path) -> None:
+    """_vectors gives each text its embedder row whether it was cached, embedded, or
+    given twice; it embeds (and caches, with the
+    embedder's bytes) each text not cached once, and finds nothing in a cache holding no
+    vector of the embedder."""
+    embedder = HashEmbedder(DIM)
+    texts = ["deploy a", "roll back b", "deploy a", "queue c", "roll back b"]
+    with cg.open(tmp_path, "a", sync=False, embedder=embedder) as cx:
+        h = cx._handle
+        state = h.vector_state()
+        with h.env.read() as txn:
+            key = content_key(embedder.name, texts[0])
+            assert cached_vectors(txn, [key], embedder.name, DIM) == {}
+            first, embedded = state._vectors(txn, texts[:2], None)
+        assert embedded == 2
+        assert first.tobytes() == embedder.embed(texts[:2]).tobytes()
+        with h.env.read() as txn:
+            vectors, embedded = state._vectors(txn, texts, None)
+        with h.env.read() as txn:  # a snapshot taken after the rows were cached
+            keys = [content_key(embedder.name, text) for text in texts]
+            cached = cached_vectors(txn, keys, embedder.name, DIM)
+            assert [cached[key].tobytes() for key in keys] == [
+                row.tobytes() for row in embedder.embed(texts)
+            ]
+        assert embedded == 1  # "queue c"; the others were cached by the first call
+        assert vectors.tobytes() == embedder.embed(texts).tobytes()
+
+
+def test_cache_rows_go_in_whatever_their_keys_order(tmp_path: Path) -> None:
+    """write_cache stores rows given in any key order: appended to a table whose keys are
+    all below theirs, put among the existing ones otherwise, duplicates included (the
+    last value of a key wins, as with puts one by one)."""
+    with cg.open(tmp_path, "a", sync=False) as cx:
+        env = cx._handle.env
+        env.write_cache("emb", [(b"m", b"1"), (b"c", b"2"), (b"x", b"3")])  # empty: appended
+        env.write_cache("emb", [(b"z", b"4"), (b"y", b"5")])  # above the last: appended
+        env.write_cache("emb", [(b"d", b"6"), (b"a", b"7"), (b"d", b"8"), (b"zz", b"9")])
+        with env.read() as txn, txn.cursor("emb") as cur:
+            rows = [(bytes(key), bytes(value)) for key, value in cur]
+    assert rows == [
+        (b"a", b"7"), (b"c", b"2"), (b"d", b"8"), (b"m", b"1"),
+        (b"x", b"3"), (b"y", b"5"), (b"z", b"4"), (b"zz", b"9"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("threshold", [0, 1_000])
+def test_upsert_many_overwriting_its_vectors_gives_the_same_index(
+    tmp_path: Path, threshold: int
+) -> None:
+    """upsert_many(..., overwrite=True) normalises the caller's array in place and leaves
+    the index (files included) exactly as without it, with and without a graph, into an
+    empty index and into one that holds vectors; vectors it had to convert are not
+    touched."""
+    vectors = unit_vectors(60, seed=8) * 2.0
+    ids = [mid(i) for i in range(60)]
+    plain = VectorIndex.open(tmp_path / "p", name="e", dim=DIM, full_scan_threshold=threshold)
+    mine = VectorIndex.open(tmp_path / "m", name="e", dim=DIM, full_scan_threshold=threshold)
+    for part in (slice(0, 40), slice(30, 60)):
+        plain.upsert_many(ids[part], vectors[part])
+        given = vectors[part].copy()
+        mine.upsert_many(ids[part], given, overwrite=True)
+        assert not np.array_equal(given, vectors[part])  # normalised in place
+    as_list = vectors[:3].tolist()
+    mine.upsert_many(ids[:3], as_list, overwrite=True)
+    plain.upsert_many(ids[:3], vectors[:3])
+    assert as_list == vectors[:3].tolist()
+    plain.save(1)
+    mine.save(1)
+    assert [p.read_bytes() for p in mine.data_paths()] == [
+        p.read_bytes() for p in plain.data_paths()
+    ]

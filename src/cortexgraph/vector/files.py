@@ -166,7 +166,7 @@ def _encode_meta(meta: dict[str, Any]) -> bytes:
     return (text + "\n").encode("ascii")
 
 
-def _digest(data: bytes) -> str:
+def _digest(data: bytes | memoryview) -> str:
     return blake3.blake3(data).hexdigest()
 
 
@@ -196,7 +196,9 @@ def _read_data(path: Path, kind: str, reader: Callable[[Path], _T]) -> _T:
         raise Unusable("damaged", f"cannot read {path.name}: {exc}") from None
 
 
-def _write_synced(path: Path, data: bytes) -> None:
+def _write_synced(path: Path, data: bytes | memoryview) -> None:
+    """Write ``data`` (bytes, or a view of an array's bytes, not copied) to ``path`` and
+    fsync it."""
     with open(path, "wb") as f:
         f.write(data)
         f.flush()
@@ -459,9 +461,12 @@ class IndexFiles:
         if index is None:
             if matrix is None:
                 raise ValueError("a flat index is saved from its vectors")
-            vectors = np.ascontiguousarray(matrix[: len(ids)], dtype="<f4").tobytes()
-            _write_synced(index_tmp, vectors)
-            index_digest, index_size = _digest(vectors), len(vectors)
+            # the array's own buffer: a copy of 150 MB at 100,000 vectors of 384 dimensions
+            # is saved (``matrix[:n]`` of a C-contiguous little-endian matrix is one)
+            vectors = np.ascontiguousarray(matrix[: len(ids)], dtype="<f4").reshape(-1)
+            raw = vectors.view(np.uint8).data
+            _write_synced(index_tmp, raw)
+            index_digest, index_size = _digest(raw), raw.nbytes
         else:
             index.save_index(str(index_tmp))
             index_digest, index_size, _ = _read_file(index_tmp, sync=True)
