@@ -71,6 +71,26 @@ def _state(cx: cg.Cortex) -> dict[str, Any]:
     return {"digests": digests, "roots": cx.roots(), "snapshots": cx.snapshots()}
 
 
+def _logged(directory: Path) -> bytes:
+    """The log's bytes up to its end (the records; zeros follow them)."""
+    reader = JournalLog(directory, readonly=True)
+    try:
+        ends = [record.end for record in reader.records()]
+    finally:
+        reader.close()
+    data = (directory / LOG_NAME).read_bytes()
+    assert data[ends[-1] :].count(0) == len(data) - ends[-1]  # only zeros follow
+    return data[: ends[-1]]
+
+
+def _put_at_end(directory: Path, data: bytes) -> None:
+    """Write ``data`` where the log's records end, as an append would."""
+    end = len(_logged(directory))
+    with (directory / LOG_NAME).open("r+b") as f:
+        f.seek(end)
+        f.write(data)
+
+
 def _stage_system_stop(source: Path, copy: Path, *, damage: bool = True) -> None:
     """Copy the open store at ``source`` to ``copy`` as a system stop would leave it."""
     shutil.copytree(source, copy)
@@ -148,17 +168,14 @@ def test_a_torn_last_record_is_dropped(tmp_path: Path) -> None:
         _history(cx)
         expected = _state(cx)
         _stage_system_stop(tmp_path / "a", tmp_path / "b")
-    log = tmp_path / "b" / ACTOR / LOG_NAME
-    size = log.stat().st_size
-    with log.open("ab") as f:
-        f.write(encode_record(10_000, [b"\x01"], [])[:-5])
+    store = tmp_path / "b" / ACTOR
+    before = _logged(store)
+    _put_at_end(store, encode_record(10_000, [b"\x01"], [])[:-5])
     with cg.open(tmp_path / "b", ACTOR) as cx:
         assert _state(cx) == expected
-    reader = JournalLog(tmp_path / "b" / ACTOR, readonly=True)
-    ends = [record.end for record in reader.records()]
-    reader.close()
-    assert size in ends  # the torn bytes were cut off and the rebuild's record went there
-    assert ends[-1] == log.stat().st_size
+    # the torn bytes are gone (_logged checks that only zeros follow the records), and the
+    # rebuild's record went where they were
+    assert _logged(store).startswith(before)
 
 
 def test_a_recovery_cut_short_is_finished(tmp_path: Path) -> None:
@@ -199,28 +216,26 @@ def test_a_flushed_record_lmdb_never_committed(tmp_path: Path) -> None:
         _history(cx)
         extra = _write_some(cx, 60, 1)
         expected = _state(cx)
-    log_a = tmp_path / "a" / ACTOR / LOG_NAME
-    log_b = (tmp_path / "b" / ACTOR / LOG_NAME).read_bytes()
-    base = log_a.read_bytes()
+    log_b = _logged(tmp_path / "b" / ACTOR)
+    base = _logged(tmp_path / "a" / ACTOR)
     assert log_b.startswith(base) and len(log_b) > len(base)
     # the last record of b (the extra write) is what a's writer flushed and then died
-    shutil.copytree(tmp_path / "a", tmp_path / "c")
-    log_c = tmp_path / "c" / ACTOR / LOG_NAME
     tail = log_b[len(base) :]
+    shutil.copytree(tmp_path / "a", tmp_path / "c")
     (tmp_path / "c" / ACTOR / DIRTY_NAME).write_text("a-boot-before-this-one\n")
-    log_c.write_bytes(base + tail)
+    _put_at_end(tmp_path / "c" / ACTOR, tail)
     with cg.open(tmp_path / "c", ACTOR) as cx:
         assert cx.exists(extra[0])
         assert _state(cx) == expected
     # with LMDB trusted the record is not LMDB's: a writable open drops it at once (so a
     # later recovery cannot bring back a write the store was seen without), and the next
     # write takes its place
-    log_a.write_bytes(base + tail)
+    _put_at_end(tmp_path / "a" / ACTOR, tail)
     with cg.open(tmp_path / "a", ACTOR, readonly=True) as cx:
         assert not cx.exists(extra[0])
-    assert log_a.read_bytes() == base + tail  # a reader changes nothing
+    assert _logged(tmp_path / "a" / ACTOR) == base + tail  # a reader changes nothing
     with cg.open(tmp_path / "a", ACTOR, sync=False) as cx:
-        assert log_a.read_bytes() == base
+        assert _logged(tmp_path / "a" / ACTOR) == base
         assert not cx.exists(extra[0])
     with cg.open(tmp_path / "a", ACTOR) as cx:
         _write_some(cx, 70, 2)
@@ -248,14 +263,13 @@ def test_a_failed_commit_takes_its_record_back(tmp_path: Path) -> None:
     with cg.open(tmp_path, ACTOR) as cx:
         _history(cx)
         env = cx._handle.env
-        log = tmp_path / ACTOR / LOG_NAME
-        size, last = log.stat().st_size, cx.seq
+        logged, last = _logged(tmp_path / ACTOR), cx.seq
         txn = env.begin_write()
         txn.append_entry(last + 1, b"\xa0")
         txn._txn = _FailingCommit(txn._txn)
         with pytest.raises(StorageError):
             txn.commit()
-        assert log.stat().st_size == size
+        assert _logged(tmp_path / ACTOR) == logged
         assert cx.seq == last
         _write_some(cx, 80, 2)
         with env.read() as reader:
@@ -383,7 +397,9 @@ def test_records_read_back_and_a_cut_log_reads_a_prefix(
         seq += len(entries)
     assert read == expected
     cut_at = len(MAGIC) + cut % (offset - len(MAGIC) + 1)
-    log.truncate(cut_at)
+    log.clear_from(cut_at)  # a write torn at cut_at: zeros from there on
+    assert [r.end for r in log.records()] == [end for end in ends if end <= cut_at]
+    os.truncate(directory / LOG_NAME, cut_at)  # a file that ends at cut_at
     assert [r.end for r in log.records()] == [end for end in ends if end <= cut_at]
     log.close()
 

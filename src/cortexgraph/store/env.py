@@ -387,7 +387,7 @@ class Environment:
                 raise
             log = JournalLog(self.path)
             try:
-                log.truncate(end)  # a torn last record, never reported done
+                log.clear_from(end)  # a torn last record, never reported done
             finally:
                 log.close()
             self._env.sync(True)
@@ -406,10 +406,11 @@ class Environment:
         try:
             with self.read() as txn:
                 mark = self._log_end(txn)
-            if mark is not None and (self.path / LOG_NAME).stat().st_size > mark[0]:
+            if mark is not None:
                 log = JournalLog(self.path)
                 try:
-                    log.truncate(mark[0])
+                    if log.starts_record(mark[0]):
+                        log.clear_from(mark[0])
                 finally:
                     log.close()
         except OSError as exc:
@@ -457,7 +458,8 @@ class Environment:
         mark = self._log_end(txn)
         last = txn.last_seq()
         first_new = last - len(entries) + 1  # this transaction's first entry
-        if mark is None or mark[0] > log.size() or mark[1] >= first_new:
+        whole = mark is None or mark[0] > log.size() or mark[1] >= first_new
+        if whole:
             offset, start = log.header_end, 1  # no log, or not this store's: written whole
             rows = [
                 (table, bytes(key), bytes(value))
@@ -466,6 +468,7 @@ class Environment:
                 if not (table == "meta" and bytes(key) == LOG_END_KEY)
             ]
         else:
+            assert mark is not None
             offset, start = mark[0], mark[1] + 1
         chunks: Iterator[list[bytes]]
         if start < first_new:  # entries the log lacks: read back, in records of a bound size
@@ -481,8 +484,10 @@ class Environment:
             seq, rows = seq + len(chunk), []
         if rows:
             end = log.append(end, encode_record(seq, [], rows))
+        if whole:
+            log.clear_from(end)  # what an earlier log held past the new one's end
         txn.put_raw_meta(LOG_END_KEY, encode([end, last]))
-        return lambda: log.truncate(offset)
+        return lambda: log.clear_from(offset, None if whole else end)
 
     def _unlog_prepare(self, txn: WriteTxn) -> None:
         """Before a commit without log mode: one that adds what the log carries leaves the

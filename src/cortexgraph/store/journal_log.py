@@ -27,13 +27,15 @@ The rules that keep this as safe as LMDB's own durable commit (L1-L4):
 - L4 where no boot id can be read (systems other than Linux), log mode is off and LMDB
   flushes its own commits as before.
 
-The file: an 8-byte header (:data:`MAGIC`), then records. A record is a 4-byte big-endian
-length ``n``, ``n`` bytes of canonical CBOR ``[first_seq, [entry, ...], [[table, key,
-value-or-null], ...]]`` and the 32-byte BLAKE3 of the length and the CBOR. A scan stops at
-the last record when it is short, or does not match its hash and ends the file (or is
-followed by zeros only): only the last record can be torn (a crash during its write), and a
-torn record was never reported done. A record that does not match its hash anywhere else is
-damage, reported as such.
+The file: an 8-byte header (:data:`MAGIC`), then records, then zeros to the file's end (the
+file grows by zeros a megabyte or more at a time, so that an append overwrites zeros in
+place and its flush writes no file metadata). A record is a 4-byte big-endian length ``n``
+(never 0), ``n`` bytes of canonical CBOR ``[first_seq, [entry, ...], [[table, key,
+value-or-null], ...]]`` and the 32-byte BLAKE3 of the length and the CBOR. A scan ends at a
+length of 0 followed by zeros only. A record that runs past the file, or does not match its
+hash and is followed by zeros only, is the last write torn by a crash, never reported done,
+and the scan ends before it; a record that does not match its hash anywhere else, or a
+length of 0 before the end, is damage, reported as such.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ LOG_END_KEY = b"log_end"
 _LEN = struct.Struct(">I")
 _HASH = 32
 _MAX_RECORD = 1 << 31  # a record's CBOR is at most this long: a bigger length is damage
+_GROW = 1 << 20  # the file grows by zeros in steps of at least this
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 
 Row = tuple[str, bytes, bytes | None]
@@ -246,35 +249,59 @@ class JournalLog:
             written = os.pwrite(self._fd, view, offset)
             view, offset = view[written:], offset + written
 
+    def _reserve(self, end: int) -> None:
+        """Make the file at least ``end`` bytes long, growing it by zeros in steps, so that
+        most appends overwrite zeros in place: a flush then writes the record's blocks and
+        no file metadata (measured 196 -> 139 µs a commit beside LMDB's writes)."""
+        size = self.size()
+        if end <= size:
+            return
+        grown = max(end, size + max(_GROW, size // 8))
+        grown += -grown % _GROW
+        self._write_at(size, bytes(grown - size))
+
     def append(self, offset: int, record: bytes) -> int:
-        """Write ``record`` at ``offset``, cut off what lay beyond it and flush (L1, L2).
+        """Write ``record`` at ``offset`` and flush (L1, L2). The bytes from ``offset`` on
+        must be zeros (the log's end), or be cleared by :meth:`clear_from` after.
 
         Returns:
             The offset just past the record.
 
         Raises:
-            StorageError: the write or the flush failed (the log is truncated back to
-                ``offset`` when possible).
+            StorageError: the write or the flush failed (what was written is cleared
+                again when possible).
         """
         end = offset + len(record)
         try:
+            self._reserve(end)
             self._write_at(offset, record)
-            if self.size() > end:
-                os.ftruncate(self._fd, end)
             os.fdatasync(self._fd)
         except OSError as exc:
-            self.truncate(offset)
+            self.clear_from(offset, end)
             raise io_error(exc, self.path, "append to") from exc
         return end
 
-    def truncate(self, end: int) -> None:
-        """Cut the log back to ``end`` and flush (a record whose commit failed, L1)."""
+    def clear_from(self, end: int, stop: int | None = None) -> None:
+        """Zero the log from ``end`` (to ``stop``, default the file's end) and flush: the
+        log ends at ``end`` (a record whose commit failed, L1; one never committed, L2)."""
         try:
-            if self.size() > end:
-                os.ftruncate(self._fd, end)
+            limit = self.size() if stop is None else min(stop, self.size())
+            offset = end
+            while offset < limit:
+                count = min(_GROW, limit - offset)
+                self._write_at(offset, bytes(count))
+                offset += count
+            if limit > end:
                 os.fdatasync(self._fd)
         except OSError as exc:
-            raise io_error(exc, self.path, "truncate") from exc
+            raise io_error(exc, self.path, "clear") from exc
+
+    def starts_record(self, offset: int) -> bool:
+        """Whether anything but the zeros of the log's end lies at ``offset``."""
+        try:
+            return os.pread(self._fd, _LEN.size, offset).strip(b"\0") != b""
+        except OSError as exc:
+            raise io_error(exc, self.path, "read") from exc
 
     def records(self, *, end: int | None = None) -> Iterator[LogRecord]:
         """The records in order, up to ``end`` (default: the first torn or damaged one).
@@ -297,6 +324,13 @@ class JournalLog:
             length = _LEN.unpack(head)[0] if len(head) == _LEN.size else -1
             start = offset + _LEN.size
             stop = start + length + _HASH
+            if length == 0 and end is None:  # the zeros of the log's end (no record is empty)
+                if self._zeros_from(offset, limit):
+                    return
+                raise CorruptionError(
+                    f"{self.path}: a record of length 0 at offset {offset}, before its end",
+                    operation="log",
+                )
             if length < 0 or length > _MAX_RECORD or stop > limit:
                 if end is None:
                     return  # a torn last record: never reported done
@@ -307,8 +341,8 @@ class JournalLog:
             data = os.pread(self._fd, length + _HASH, start)
             body, digest = data[:length], data[length:]
             if blake3(head + body).digest() != digest:
-                if end is None and (stop == limit or self._zeros_from(offset, limit)):
-                    return  # the last write, torn (or the file grown but not filled)
+                if end is None and self._zeros_from(stop, limit):
+                    return  # the last write, torn: only the log's zeros follow it
                 raise CorruptionError(
                     f"{self.path}: the record at offset {offset} does not match its hash",
                     operation="log",
