@@ -64,6 +64,7 @@ __all__ = [
     "clear_dirty",
     "dirty_boot",
     "encode_record",
+    "fsync_dir",
     "mark_dirty",
 ]
 
@@ -103,7 +104,8 @@ def boot_id() -> str | None:
     return text or None
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Flush ``directory``'s entries (a file created, renamed or removed in it)."""
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -133,7 +135,7 @@ def mark_dirty(directory: Path, boot: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except OSError as exc:
         raise io_error(exc, path, "write") from exc
 
@@ -142,7 +144,7 @@ def clear_dirty(directory: Path) -> None:
     """Remove ``journal.dirty`` (after LMDB was flushed), the removal flushed (L3)."""
     try:
         os.unlink(directory / DIRTY_NAME)
-        _fsync_dir(directory)
+        fsync_dir(directory)
     except FileNotFoundError:
         return
     except OSError as exc:
@@ -225,7 +227,7 @@ class JournalLog:
             if len(head) < len(MAGIC) and MAGIC.startswith(head) and not readonly:
                 self._write_at(0, MAGIC)  # new, or its creation was cut short
                 os.fsync(self._fd)
-                _fsync_dir(directory)
+                fsync_dir(directory)
             elif head != MAGIC:
                 raise CorruptionError(f"{self.path} is not a journal log", operation="log")
         except OSError as exc:

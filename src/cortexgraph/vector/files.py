@@ -69,6 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ValidationError
+from ..store.journal_log import fsync_dir
 
 __all__ = ["FORMAT", "SPACE", "IndexFiles", "Loaded", "Status", "Unusable", "file_stem"]
 
@@ -203,14 +204,6 @@ def _write_synced(path: Path, data: bytes | memoryview) -> None:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 
@@ -490,9 +483,9 @@ class IndexFiles:
         }
         meta = {**body, "blake3": _digest(_encode_meta(body))}
         _write_synced(meta_tmp, _encode_meta(meta))
-        _fsync_dir(self.directory)  # the data files' names are durable before the commit
+        fsync_dir(self.directory)  # the data files' names are durable before the commit
         os.replace(meta_tmp, self.meta_path)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         return generation
 
     def remove_other_generations(self, generation: int) -> None:
