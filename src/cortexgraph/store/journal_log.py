@@ -80,6 +80,9 @@ _HASH = 32
 _MAX_RECORD = 1 << 31  # a record's CBOR is at most this long: a bigger length is damage
 _GROW = 1 << 20  # the file grows by zeros in steps of at least this
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+#: ``fdatasync`` where the system has it (not macOS: a log written on Linux may be recovered
+#: there), else ``fsync``
+_datasync = getattr(os, "fdatasync", os.fsync)
 
 Row = tuple[str, bytes, bytes | None]
 
@@ -277,7 +280,7 @@ class JournalLog:
         try:
             self._reserve(end)
             self._write_at(offset, record)
-            os.fdatasync(self._fd)
+            _datasync(self._fd)
         except OSError as exc:
             self.clear_from(offset, end)
             raise io_error(exc, self.path, "append to") from exc
@@ -294,7 +297,7 @@ class JournalLog:
                 self._write_at(offset, bytes(count))
                 offset += count
             if limit > end:
-                os.fdatasync(self._fd)
+                _datasync(self._fd)
         except OSError as exc:
             raise io_error(exc, self.path, "clear") from exc
 
