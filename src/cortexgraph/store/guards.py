@@ -33,6 +33,7 @@ from ..errors import (
 
 __all__ = [
     "FULL_DISK_MARGIN",
+    "FULL_ERRNOS",
     "NO_WRITER",
     "MapFull",
     "MapGate",
@@ -57,7 +58,8 @@ _CORRUPT = (
     lmdb.IncompatibleError,
     lmdb.BadChecksumError,
 )
-_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+#: errnos that mean the disk (or a quota, or a file size limit) is full
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 class MapFull(Exception):
@@ -97,7 +99,7 @@ def storage_error(
         )
     if isinstance(exc, lmdb.ReadonlyError):
         return ReadOnlyError(f"{path}: cannot write ({where}): {exc}")
-    full = isinstance(exc, lmdb.DiskError) or code in _FULL_ERRNOS or code == errno.EIO
+    full = isinstance(exc, lmdb.DiskError) or code in FULL_ERRNOS or code == errno.EIO
     free = free_bytes(path) if full else None  # the file system is asked once
     if code == errno.EIO and not isinstance(exc, lmdb.DiskError):
         full = free is not None and free < FULL_DISK_MARGIN

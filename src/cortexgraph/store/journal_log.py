@@ -40,7 +40,6 @@ length of 0 before the end, is damage, reported as such.
 
 from __future__ import annotations
 
-import errno
 import os
 import struct
 from collections.abc import Iterator, Sequence
@@ -51,6 +50,7 @@ from blake3 import blake3
 
 from ..core.codec import decode, encode
 from ..errors import CorruptionError, StorageError, StorageFullError
+from .guards import FULL_ERRNOS
 
 __all__ = [
     "DIRTY_NAME",
@@ -87,13 +87,10 @@ _datasync = getattr(os, "fdatasync", os.fsync)
 Row = tuple[str, bytes, bytes | None]
 
 
-_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-
-
 def io_error(exc: OSError, path: Path, what: str) -> StorageError:
     """The typed error for an ``OSError`` met while doing ``what`` to ``path``: a full
     disk is a :class:`StorageFullError`."""
-    if exc.errno in _FULL:
+    if exc.errno in FULL_ERRNOS:
         return StorageFullError(f"{path}: no space left to {what} ({exc})", operation="log")
     return StorageError(f"cannot {what} {path}: {exc}", operation="log")
 
