@@ -319,8 +319,7 @@ class Environment:
             marked = dirty_boot(self.path)
             if marked is not None and marked != boot_id():
                 return True
-            log = self.path / LOG_NAME
-            return not lmdb_exists and log.exists() and log.stat().st_size > len(LOG_MAGIC)
+            return not lmdb_exists and self._log_has_records()
 
         if not needed():
             return None
@@ -335,7 +334,7 @@ class Environment:
             if not needed():  # another process recovered it meanwhile
                 return None
             records: list[LogRecord] = []
-            if (self.path / LOG_NAME).exists():
+            if self._log_has_records():
                 log = JournalLog(self.path, readonly=True)
                 try:
                     records = list(log.records())
@@ -356,6 +355,18 @@ class Environment:
         finally:
             self._writer.release()
         return records
+
+    def _log_has_records(self) -> bool:
+        """Whether ``journal.log`` exists and a record starts where its header ends (the
+        file's size says little: it grows by zeros ahead of its records)."""
+        path = self.path / LOG_NAME
+        if not path.exists() or path.stat().st_size <= len(LOG_MAGIC):  # no whole header
+            return False
+        log = JournalLog(self.path, readonly=True)
+        try:
+            return log.starts_record(log.header_end)
+        finally:
+            log.close()
 
     def _recover_from_log(self, records: list[LogRecord]) -> None:
         """Load the journal and the ``meta`` and ``snapshots`` rows of ``records`` into
