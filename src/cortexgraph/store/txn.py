@@ -188,10 +188,12 @@ class WriteTxn(ReadTxn):
             raise self._write_error(exc, table, "delete") from None
 
     def apply_mutations(self, mutations: list[tuple[str, bytes, bytes | None]]) -> None:
-        """Put or delete each ``(table, key, value)``; ``None`` deletes."""
+        """Put or delete each ``(table, key, value)`` of a derived table; ``None`` deletes.
+
+        Only derived rows come this way (a write's and a replay's), so nothing here is for
+        the journal log: rows of ``meta`` and ``snapshots`` go through :meth:`put`,
+        :meth:`delete` and :meth:`put_snapshot`, which record them."""
         self.mutations += len(mutations)
-        if self.logged is not None:
-            self.logged[1].extend(m for m in mutations if m[0] in LOGGED_TABLES)
         dbs = self._dbs
         put, delete = self._txn.put, self._txn.delete
         table = None
