@@ -95,13 +95,7 @@ def measure_batched(root: Path) -> dict[str, Any]:
             start = _clock()
             write_cortex(cx, memories, batch_size=BATCH)
             ours.append(len(memories) / (_clock() - start))
-        db = SqliteFts5(root / f"batched-{rep}.sqlite")
-        try:
-            start = _clock()
-            db.write_batches(memories, NS, BATCH)
-            sqlite.append(len(memories) / (_clock() - start))
-        finally:
-            db.close()
+        sqlite.append(_sqlite_rate(SqliteFts5(root / f"batched-{rep}.sqlite"), memories))
         store = RawStore.create(root / f"batched-raw-{rep}", sync=True)
         try:
             raw.append(len(memories) / store.timed_replay(batches))
@@ -112,6 +106,16 @@ def measure_batched(root: Path) -> dict[str, Any]:
             f" SQLite+FTS5 {sqlite[-1]:,.0f}/s, raw LMDB of our rows {raw[-1]:,.0f}/s"
         )
     return {"cortexgraph": ours, "sqlite": sqlite, "raw": raw, "rows": rows}
+
+
+def _sqlite_rate(db: SqliteFts5, memories: Sequence[cg.Memory]) -> float:
+    """Memories/s of SQLite inserting ``memories`` in batches (then ``db`` is closed)."""
+    try:
+        start = _clock()
+        db.write_batches(memories, NS, BATCH)
+        return len(memories) / (_clock() - start)
+    finally:
+        db.close()
 
 
 def _prefill(root: Path, memories: Sequence[cg.Memory]) -> tuple[Path, Path]:
@@ -141,13 +145,7 @@ def measure_big(path: Path, sqlite_path: Path, big: int) -> dict[str, Any]:
             start = _clock()
             write_cortex(cx, extra, batch_size=BATCH, start_at=start_at)
             ours.append(len(extra) / (_clock() - start))
-        db = SqliteFts5.reopen(sqlite_path)
-        try:
-            start = _clock()
-            db.write_batches(extra, NS, BATCH)
-            sqlite.append(len(extra) / (_clock() - start))
-        finally:
-            db.close()
+        sqlite.append(_sqlite_rate(SqliteFts5.reopen(sqlite_path), extra))
         added += len(extra)
         progress(
             f"big: repeat {rep + 1}/{REPEATS} at {big + added - len(extra):,}: cortexgraph"
