@@ -18,34 +18,52 @@ TORCH_STAMP := $(VENV)/.installed-torch
 
 .PHONY: demo test test-torch lint typecheck pytest bench install clean
 
+# The modules cortexgraph.compiled lists are compiled with mypyc when the package is
+# installed (setup.py); COMPILED stamps that build, and an edit of one of their sources
+# builds them again (until then they run as their sources: see cortexgraph.compiled).
+COMPILED := $(VENV)/.compiled
+COMPILED_SOURCES := setup.py src/cortexgraph/compiled.py src/cortexgraph/writing.py \
+	$(addprefix src/cortexgraph/core/,body.py codec.py commitments.py hashing.py journal.py \
+	postings.py segments.py signals.py smt_apply.py smt_store.py state.py text.py)
+
 $(STAMP): pyproject.toml $(wildcard models/*/pyproject.toml models/*/src/*/__init__.py)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install $(MODELS)
 	$(PIP) install -e '.[dev,local,static,http,mcp,langgraph,sign,ray]'
-	@touch $(STAMP)
+	@touch $(STAMP) $(COMPILED)
+
+$(COMPILED): $(STAMP) $(COMPILED_SOURCES)
+	$(PIP) install --no-deps -e .
+	@touch $(COMPILED)
 
 $(TORCH_STAMP): $(STAMP)
 	$(PIP) install '$(TORCH_PIN)'
 	$(PIP) install -e '.[torch]' '$(TORCH_PIN)'
 	@touch $(TORCH_STAMP)
 
-install: $(STAMP)
+install: $(STAMP) $(COMPILED)
 
-demo: $(STAMP)
+demo: $(STAMP) $(COMPILED)
 	$(BIN)/cortexgraph demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benches tools
+	$(BIN)/ruff check src tests benches tools conftest.py setup.py
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # pytest exits 5 when it collected no tests; that is a failure here like any non-zero code
 # (tests/test_ci.py checks it). PYTEST_ARGS narrows a run: make pytest PYTEST_ARGS="-k uri".
+# The suite runs twice: on the compiled modules (which must be there, unless
+# CORTEXGRAPH_PURE_PYTHON is set), then on their sources (CORTEXGRAPH_PURE_PYTHON=1).
 PYTEST_ARGS ?=
-pytest: $(STAMP)
+export REQUIRE_COMPILED := import sys, cortexgraph.compiled as c; print(c.describe()); \
+	sys.exit(0 if c.state()[0] or c.pure_requested() else 1)
+pytest: $(STAMP) $(COMPILED)
+	@$(BIN)/python -c "$$REQUIRE_COMPILED"
 	CORTEXGRAPH_INVARIANTS=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
+	CORTEXGRAPH_INVARIANTS=1 CORTEXGRAPH_PURE_PYTHON=1 $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test: lint typecheck pytest
 
@@ -54,8 +72,10 @@ test: lint typecheck pytest
 test-torch: $(TORCH_STAMP)
 	CORTEXGRAPH_INVARIANTS=1 $(BIN)/python -m pytest -m torch $(PYTEST_ARGS)
 
-bench: $(TORCH_STAMP)
+bench: $(TORCH_STAMP) $(COMPILED)
 	$(BIN)/python benches/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .benchmarks build
+	find src -name '*.so' -delete
+	rm -f src/cortexgraph/_compiled_sources.json

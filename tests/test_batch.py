@@ -55,6 +55,7 @@ def test_caught_validation_error_keeps_the_batch_usable(cx: cg.Cortex) -> None:
     assert cx.resolve(c).seq == 2
 
 
+@pytest.mark.pure_python
 def test_failure_after_touching_the_store_poisons_the_batch(
     cx: cg.Cortex, monkeypatch: pytest.MonkeyPatch
 ) -> None:

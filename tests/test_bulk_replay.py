@@ -70,6 +70,7 @@ def _history(cx: cg.Cortex, seed: int) -> None:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.pure_python
 @pytest.mark.usefixtures("low_top_level")
 def test_a_rebuild_equals_the_written_tables_across_top_ranges(tmp_path: Path, seed: int) -> None:
     """With top ranges of 256 entries, a journal of about 900 entries rebuilt in bulk
@@ -86,6 +87,7 @@ def test_a_rebuild_equals_the_written_tables_across_top_ranges(tmp_path: Path, s
     assert cg.verify(tmp_path, "agent").ok
 
 
+@pytest.mark.pure_python
 @pytest.mark.usefixtures("low_top_level")
 def test_gathering_drops_each_completed_top_range() -> None:
     """The gathering keeps only the changes of the top range in progress, and its

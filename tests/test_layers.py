@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "cortexgraph"
 
 #: (layer name, top-level names under the package), lowest layer first
 LAYERS: list[tuple[str, frozenset[str]]] = [
-    ("errors", frozenset({"errors"})),
+    ("errors", frozenset({"errors", "compiled"})),
     ("core", frozenset({"core"})),
     ("shell", frozenset({"store", "vector", "embed", "index", "clock", "signing"})),
     ("plumbing", frozenset({"records", "reading", "writing", "handle"})),

@@ -213,7 +213,8 @@ def test_a_follower_killed_mid_sync_holds_a_prefix_the_next_sync_completes(
     _write(leader, [f"later {i}" for i in range(400)], start=1_000)
     script = tmp_path / "sync.py"
     script.write_text(_SYNC)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    # the script patches a function of a compiled module: it runs the sources
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), CORTEXGRAPH_PURE_PYTHON="1")
     proc = subprocess.Popen(
         [sys.executable, str(script), str(leader), str(follower)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,

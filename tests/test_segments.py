@@ -5,6 +5,7 @@ reads against brute-force BM25, and a SIGKILL in the middle of a merge."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -447,8 +448,11 @@ def test_sigkill_during_a_segment_merge_leaves_a_store_that_opens_and_verifies(
     script = tmp_path / "writer.py"
     script.write_text(_MERGE_WRITER)
     store = tmp_path / "killed"
+    # the writer patches a function of a compiled module: it runs the sources
+    env = dict(os.environ, CORTEXGRAPH_PURE_PYTHON="1")
     with subprocess.Popen([sys.executable, str(script), str(store), "pause"],
-                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as proc:
+                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                          env=env) as proc:
         assert proc.stdout is not None
         lines = [proc.stdout.readline().strip(), proc.stdout.readline().strip()]
         proc.kill()  # SIGKILL, paused inside the merge

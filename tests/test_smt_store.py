@@ -390,6 +390,7 @@ def mixed_updates(keys: list[bytes], n: int, seed: int) -> dict[bytes, bytes | N
     return updates
 
 
+@pytest.mark.pure_python
 def test_cost_of_a_bulk_update_in_a_100k_tree(
     big_table: tuple[Table, list[bytes]],
     monkeypatch: pytest.MonkeyPatch,
@@ -424,6 +425,7 @@ def test_cost_of_a_bulk_update_in_a_100k_tree(
         assert verify_smt("blake3", root, key, value, smt_store_prove("blake3", after.get, key))
 
 
+@pytest.mark.pure_python
 def test_cost_of_a_single_update_in_a_100k_tree(
     big_table: tuple[Table, list[bytes]], monkeypatch: pytest.MonkeyPatch
 ) -> None:

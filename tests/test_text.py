@@ -282,6 +282,7 @@ def test_term_counts_known_answer() -> None:
     assert term_counts("a A the", stopwords=False) == {"a": 2, "the": 1}
 
 
+@pytest.mark.pure_python
 def test_memo_does_not_change_results(monkeypatch: pytest.MonkeyPatch) -> None:
     """The per-mode memo is cleared when full; the tokens are the same before, during
     and after clearing as from a cold start."""

@@ -13,8 +13,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .clock import Clock, ManualClock, SystemClock
-from .errors import (
+from . import compiled
+
+compiled.install()  # before any compiled module is imported
+
+from .clock import Clock, ManualClock, SystemClock  # noqa: E402
+from .errors import (  # noqa: E402
     AlreadyOpenError,
     BatchNoJournalError,
     CorruptionError,

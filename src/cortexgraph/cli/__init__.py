@@ -21,7 +21,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .. import CortexError, NotFoundError, __version__
+from .. import CortexError, NotFoundError, __version__, compiled
 from .agents import add_agents_parser
 from .chat import add_chat_parser
 from .claude_code import add_claude_code_parser
@@ -131,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="cortexgraph",
         description="An embeddable, deterministic, verifiable memory graph for AI agents.",
     )
-    parser.add_argument("--version", action="version", version=f"cortexgraph {__version__}")
+    parser.add_argument(
+        "--version", action="version", version=f"cortexgraph {__version__}: {compiled.describe()}"
+    )
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--root", default=_default_root(), help="store root directory")
     common.add_argument("--actor", default=_default_actor(), help="actor name")

@@ -549,7 +549,8 @@ def smt_store_apply(
     h = local_hash_function(hash_name)  # one call runs on one thread
     if not isinstance(updates, Mapping):
         raise ValidationError(f"expected a mapping, got {type(updates).__name__}", field="updates")
-    items = sorted((require_key(key), _require_value(value)) for key, value in updates.items())
+    given: Iterable[tuple[object, object]] = updates.items()  # checked here, not by the type
+    items = sorted((require_key(key), _require_value(value)) for key, value in given)
     root, count, state = read_meta(get)
     if not items:
         return root, {}
@@ -689,11 +690,17 @@ def smt_store_build(
     """
     h = local_hash_function(hash_name)  # one call runs on one thread
     pairs: list[tuple[bytes, bytes]] = []
-    for key, value in items:
-        if type(key) is not bytes or len(key) != SMT_KEY_SIZE:
-            key = require_key(key)
-        if type(value) is not bytes or len(value) != DIGEST_SIZE:
-            checked = _require_value(value)
+    given: Iterable[tuple[object, object]] = items  # checked here, not by the type
+    for raw_key, raw_value in given:
+        key = (
+            raw_key
+            if type(raw_key) is bytes and len(raw_key) == SMT_KEY_SIZE
+            else require_key(raw_key)
+        )
+        if type(raw_value) is bytes and len(raw_value) == DIGEST_SIZE:
+            value = raw_value
+        else:
+            checked = _require_value(raw_value)
             if checked is None:
                 raise ValidationError(f"key {key.hex()} has no value hash", field="value_hash")
             value = checked

@@ -391,7 +391,7 @@ def _analyse(word: str, stem: bool, stopwords: bool) -> tuple[str, ...]:
     )
 
 
-def tokenize(text: str, *, stem: bool = True, stopwords: bool = True) -> list[str]:
+def tokenize(text: object, *, stem: bool = True, stopwords: bool = True) -> list[str]:
     """The keyword-recall tokens of ``text``, in order, with repetitions.
 
     See the module docstring (or ``docs/recall.md``) for the rules.
@@ -424,7 +424,7 @@ def tokenize(text: str, *, stem: bool = True, stopwords: bool = True) -> list[st
     return list(chain.from_iterable(hits))  # type: ignore[arg-type]
 
 
-def term_counts(text: str, *, stem: bool = True, stopwords: bool = True) -> dict[str, int]:
+def term_counts(text: object, *, stem: bool = True, stopwords: bool = True) -> dict[str, int]:
     """Term frequencies of ``text``: ``{token: count}`` in order of first occurrence.
 
     >>> term_counts("The deploy failed; deploys fail on Fridays.")
@@ -463,14 +463,6 @@ def _count(value: object, field: str, *, lo: int = 0) -> int:
     return value
 
 
-def _k1(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    _finite(value, attribute.name, lo=0.0)
-
-
-def _b(_instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    _finite(value, attribute.name, lo=0.0, hi=1.0)
-
-
 @attrs.frozen
 class Bm25Params:
     """The two BM25 parameters.
@@ -483,15 +475,23 @@ class Bm25Params:
         ValidationError: a parameter out of range (field ``k1`` or ``b``).
     """
 
-    k1: float = attrs.field(default=1.2, validator=_k1)
-    b: float = attrs.field(default=0.75, validator=_b)
+    # Plain defaults and a check after ``__init__`` rather than ``attrs.field(validator=)``:
+    # compiled by mypyc (see ``cortexgraph.compiled``), a field's default and every read of
+    # it are checked against its annotation, so the values are read untyped, checked, and
+    # stored as floats (which also makes ``k1=1`` equal ``k1=1.0``).
+    k1: float = 1.2
+    b: float = 0.75
+
+    def __attrs_post_init__(self) -> None:
+        for name, hi in (("k1", None), ("b", 1.0)):
+            object.__setattr__(self, name, _finite(getattr(self, name), name, lo=0.0, hi=hi))
 
 
 DEFAULT_BM25: Final = Bm25Params()
 """``Bm25Params(k1=1.2, b=0.75)``, the usual defaults (Lucene's, Elasticsearch's)."""
 
 
-def bm25_idf(n_docs: int, doc_freq: int) -> float:
+def bm25_idf(n_docs: object, doc_freq: object) -> float:
     """Lucene's inverse document frequency: ``ln(1 + (N - df + 0.5) / (df + 0.5))``.
 
     Always > 0, and strictly decreasing in ``doc_freq``.
@@ -510,7 +510,7 @@ def bm25_idf(n_docs: int, doc_freq: int) -> float:
 
 
 def bm25_term(
-    tf: int, doc_len: int, avg_len: float, idf: float, params: Bm25Params = DEFAULT_BM25
+    tf: object, doc_len: object, avg_len: object, idf: object, params: object = DEFAULT_BM25
 ) -> float:
     """One term's contribution to a document's score.
 
@@ -545,12 +545,12 @@ DocT = TypeVar("DocT", bound=Hashable)
 
 
 def bm25_scores(
-    query_terms: Iterable[str],
+    query_terms: Iterable[object],
     postings: Mapping[str, Mapping[DocT, int]],
     doc_lens: Mapping[DocT, int],
-    n_docs: int,
-    avg_len: float,
-    params: Bm25Params = DEFAULT_BM25,
+    n_docs: object,
+    avg_len: object,
+    params: object = DEFAULT_BM25,
 ) -> dict[DocT, float]:
     """BM25 scores of every document matching at least one query term (a reference).
 

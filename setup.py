@@ -1,0 +1,61 @@
+"""Build script: the package is in ``pyproject.toml``; this adds the compiled modules.
+
+The modules listed in ``src/cortexgraph/compiled.py`` (``MODULES``) are compiled with
+mypyc into C extensions beside their sources, and the SHA-256 of each source is recorded
+in ``src/cortexgraph/_compiled_sources.json``, so that an edited source never runs as its
+stale compiled form (``cortexgraph.compiled`` then runs the sources, all of them).
+With ``CORTEXGRAPH_PURE_PYTHON`` set (not ``0``) nothing is compiled, and where compiling
+fails (no C compiler) the build says so and installs the sources alone, which run as they are.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).resolve().parent
+PACKAGE = HERE / "src" / "cortexgraph"
+
+
+def _compiled_module() -> Any:
+    spec = importlib.util.spec_from_file_location("_cortexgraph_compiled", PACKAGE / "compiled.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+COMPILED = _compiled_module()
+SOURCES_FILE = PACKAGE / COMPILED.SOURCES_FILE
+
+
+def ext_modules() -> list[object]:
+    if COMPILED.pure_requested():
+        SOURCES_FILE.unlink(missing_ok=True)
+        return []
+    from mypyc.build import mypycify
+
+    paths = [str(Path("src", *name.split(".")).with_suffix(".py")) for name in COMPILED.MODULES]
+    extensions = mypycify(paths, opt_level="3", group_name="cortexgraph")
+    digests = COMPILED.source_digests(PACKAGE)
+    SOURCES_FILE.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n", "utf-8")
+    return list(extensions)
+
+
+class BuildExt(build_ext):  # type: ignore[misc]
+    """Builds the extensions, or, where that fails, leaves the package pure Python."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler, or a compile error: the sources still run
+            SOURCES_FILE.unlink(missing_ok=True)
+            self.warn(f"compiling with mypyc failed ({exc}); cortexgraph runs as its sources")
+
+
+setup(ext_modules=ext_modules(), cmdclass={"build_ext": BuildExt})
