@@ -1,0 +1,330 @@
+"""A helper process that embeds part of a large catch-up on the machine's second CPU.
+
+A first vector recall after many batched writes embeds every memory: 100,000 texts take
+about a second of :class:`~cortexgraph.embed.HashEmbedder` time on one CPU, most of that
+recall. Threads do not help (the embedder holds the GIL for much of its work), and a
+forked copy of this process would pay for every page either process then writes. So a
+catch-up that will embed at least :data:`WORKER_MIN` texts with an embedder that declares
+``worker_safe`` (``embed.base``) starts a fresh Python process, :class:`EmbedWorker`, when
+it begins reading the texts, and hands it the first texts read while it reads the rest::
+
+    this process                                the worker (python -c, started at once)
+    reads texts, a chunk at a time; sends the   reads the messages on its stdin (a thread,
+    first of them as messages on the worker's   so this process never waits on a full
+    stdin: an 8-byte length, then a pickle      pipe): the sys.path, the pickled embedder,
+    (its sys.path; the embedder; each chunk's   then chunks of texts, which it embeds in
+    texts, up to the worker's capacity)         order into a shared file mapped by both
+                                                (float32 rows: memfd on Linux), writing
+    embeds the other texts itself, then copies  after each EMBED_BATCH the count of rows
+    the worker's rows out of the shared file    done (8 bytes) to its stdout; exits at
+                                                the end of its stdin
+
+Invariants:
+
+- P1 A row from the worker is the embedder's row of that text, byte for byte: each
+  vector is a pure function of its text (the embedder's promise; checked by the tests
+  against embedding in process), so answers never depend on timing or on the worker.
+- P2 The worker only embeds: it opens no store, and nothing it does can change one.
+- P3 A worker that cannot start, fails, ends early or is silent for :data:`WORKER_STALL`
+  seconds while it owes rows is killed and reaped; :meth:`EmbedWorker.collect` returns
+  the rows it reported done and the caller embeds the rest in process (so an embedder's
+  error surfaces as it would without a worker). The worker is always reaped by
+  :meth:`EmbedWorker.end`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import pickle
+import queue
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ..embed import Embedder
+from ..embed.base import embed_checked, worker_safe
+
+__all__ = [
+    "EMBED_BATCH",
+    "WORKER_MIN",
+    "WORKER_SHARE",
+    "WORKER_STALL",
+    "EmbedWorker",
+    "serve",
+    "worker_capacity",
+]
+
+#: texts given to the embedder per call (its own chunking aside)
+EMBED_BATCH = 256
+#: the fewest texts worth a worker: below, starting one (about 0.12 s of the other
+#: CPU, importing numpy) and copying its rows back saves less than it costs
+WORKER_MIN = 8192
+#: the share of a catch-up's texts the worker embeds: more than half, as this process
+#: reads every text (about 4.5 µs each, the worker embedding from the first chunk on)
+#: and embeds the rest (about 10 µs each) while the worker embeds its share
+WORKER_SHARE = 0.68
+#: seconds the worker may stay silent while it owes rows before it counts as stuck (it
+#: reports every EMBED_BATCH texts, a few milliseconds apart)
+WORKER_STALL = 30.0
+
+_LEN = 8  # bytes of a message's length, and of a report
+_PIPE_SIZE = 1 << 20  # the most an unprivileged process may ask for, by default
+_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from cortexgraph.vector.parallel import serve; serve()"
+)
+
+#: glibc's allocator, told to keep what the embedder frees for its next batch: by default
+#: a fresh process gives the memory of its temporary arrays back to the system after each
+#: batch and faults it in again for the next (440,000 page faults for 68,000 texts, which
+#: doubled the worker's time); other allocators ignore these
+_MALLOC = {"MALLOC_TRIM_THRESHOLD_": str(1 << 30), "MALLOC_MMAP_THRESHOLD_": str(1 << 28)}
+
+#: ``progress(done)``: the rows the worker reported done so far
+Report = Callable[[int], None]
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover - platforms without affinity
+
+
+def worker_capacity(embedder: Embedder, texts: int) -> int:
+    """How many of ``texts`` texts a worker should embed: 0 (no worker) unless there are
+    at least :data:`WORKER_MIN`, the embedder is worker-safe, the platform is POSIX and
+    this process may run on two CPUs or more; else :data:`WORKER_SHARE` of them."""
+    if texts < WORKER_MIN or os.name != "posix" or not worker_safe(embedder) or _cpus() < 2:
+        return 0
+    return int(texts * WORKER_SHARE)
+
+
+def _shared_file(size: int) -> int:
+    """A file descriptor of ``size`` bytes of memory that another process can map."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("cortexgraph-vectors")
+    else:  # pragma: no cover - POSIX without memfd: an unlinked temporary file
+        fd, name = tempfile.mkstemp(prefix="cortexgraph-vectors-")
+        os.unlink(name)
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _message(value: object) -> bytes:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return len(data).to_bytes(_LEN, "little") + data
+
+
+class EmbedWorker:
+    """A helper process embedding, in order, the texts :meth:`send` gives it, up to
+    ``capacity`` rows of ``dim`` float32 (see the module docstring).
+
+    Build one with :meth:`start`; always call :meth:`end` (a ``with`` block does).
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], fd: int, capacity: int, dim: int) -> None:
+        self._proc = proc
+        self._fd = fd
+        self.capacity = capacity
+        self.dim = dim
+        self.sent = 0  # texts sent
+        self.done = 0  # rows the worker reported done
+        self.failed = False  # stopped: it owes nothing more
+        self._pending = b""
+        # both pipes exist: Popen(stdin=PIPE, stdout=PIPE)
+        self._in = cast("IO[bytes]", proc.stdin).fileno()
+        self._out = cast("IO[bytes]", proc.stdout).fileno()
+        os.set_blocking(self._in, False)
+        import fcntl  # here, not above: POSIX only, as the worker
+
+        if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: room for a whole chunk of texts
+            with contextlib.suppress(OSError):  # a limit below 1 MiB: the default stays
+                fcntl.fcntl(self._in, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
+
+    @classmethod
+    def start(cls, embedder: Embedder, capacity: int) -> EmbedWorker | None:
+        """A worker for up to ``capacity`` texts, or None when one cannot start (no
+        interpreter to run, the embedder does not pickle, no shared memory)."""
+        if capacity <= 0 or not sys.executable:
+            return None
+        try:
+            setup = _message(list(sys.path)) + _message(embedder)
+        except (pickle.PicklingError, TypeError, AttributeError):
+            return None
+        root = str(Path(__file__).resolve().parents[2])  # the directory of the package
+        fd = -1
+        try:
+            fd = _shared_file(capacity * embedder.dim * 4)
+            args = [sys.executable, "-c", _BOOT, root, str(fd), str(capacity), str(embedder.dim)]
+            proc = subprocess.Popen(  # this interpreter, arguments of ours
+                args,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                pass_fds=(fd,),
+                env={**os.environ, **_MALLOC},
+            )
+        except OSError:
+            if fd >= 0:
+                os.close(fd)
+            return None
+        worker = cls(proc, fd, capacity, embedder.dim)
+        worker._write(setup)
+        return worker
+
+    def __enter__(self) -> EmbedWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+
+    def send(self, texts: list[str]) -> int:
+        """Give the worker the first of ``texts`` it has room for; how many it took."""
+        room = self.capacity - self.sent
+        if self.failed or room <= 0 or not texts:
+            return 0
+        taken = texts[:room]
+        self._write(_message(taken))
+        if self.failed:
+            return 0
+        self.sent += len(taken)
+        return len(taken)
+
+    def _write(self, data: bytes) -> None:
+        """Write all of ``data`` to the worker's stdin, waiting for room at most
+        :data:`WORKER_STALL` seconds at a time; a worker that stops reading fails."""
+        view = memoryview(data)
+        while view and not self.failed:
+            try:
+                view = view[os.write(self._in, view) :]
+            except BlockingIOError:
+                if not select.select([], [self._in], [], WORKER_STALL)[1]:
+                    self._stop()
+            except OSError:  # its stdin closed: it ended
+                self._stop()
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Read the worker's reports that arrive within ``timeout`` seconds; the rows done."""
+        self._read(timeout)
+        return self.done
+
+    def _read(self, timeout: float) -> bool:
+        """Read what the worker reported, waiting up to ``timeout`` seconds for
+        something; whether anything came (reports, or the end of its output)."""
+        if self.failed or not select.select([self._out], [], [], timeout)[0]:
+            return False
+        data = os.read(self._out, 4096 * _LEN)
+        if not data:
+            self._stop()  # it ended: whatever it did not report is not done
+            return True
+        data = self._pending + data
+        whole = len(data) - len(data) % _LEN
+        if whole:
+            self.done = min(int.from_bytes(data[whole - _LEN : whole], "little"), self.sent)
+        self._pending = data[whole:]
+        return True
+
+    def collect(self, out: npt.NDArray[np.float32], report: Report | None = None) -> int:
+        """Wait for the rows of the texts sent, copy them into ``out`` (a float32 array
+        with a row for each text sent) and end the worker; the rows copied, those of the
+        first texts sent (fewer than sent when it failed: P3). ``report(done)`` follows
+        the worker's reports while waiting."""
+        try:
+            self._close_input()  # the end of its input: it exits when done
+            while self.done < self.sent and not self.failed:
+                before = self.done
+                if not self._read(WORKER_STALL):
+                    self._stop()  # silent too long: what it reported done is kept
+                elif report is not None and self.done > before:
+                    report(self.done)
+            done = self.done
+            if done:
+                shared = mmap.mmap(self._fd, self.capacity * self.dim * 4)
+                try:  # (a mapping closes only once no array views it: none is kept)
+                    rows = np.frombuffer(shared, dtype=np.float32, count=done * self.dim)
+                    out[:done] = rows.reshape(done, self.dim)
+                    del rows
+                finally:
+                    shared.close()
+            return done
+        finally:
+            self.end()
+
+    def _close_input(self) -> None:
+        stdin = self._proc.stdin
+        if stdin is not None and not stdin.closed:
+            with contextlib.suppress(OSError):  # a worker that ended: a broken pipe
+                stdin.close()
+
+    def _stop(self) -> None:
+        self.failed = True
+        if self._proc.poll() is None:
+            self._proc.kill()
+
+    def end(self) -> None:
+        """Stop the worker if it still runs, reap it and free its memory (idempotent)."""
+        proc = self._proc
+        if self.done < self.sent and proc.poll() is None:
+            self._stop()
+        self._close_input()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _read_message(stream: IO[bytes]) -> Any:
+    """The next message on ``stream``, or None at its end."""
+    head = stream.read(_LEN)
+    if len(head) < _LEN:
+        return None
+    size = int.from_bytes(head, "little")
+    data = stream.read(size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)  # written by the process that started this one
+
+
+def serve() -> None:  # pragma: no cover - runs in the worker process
+    """The worker's main: ``argv``: the package's directory, the shared file's
+    descriptor, its capacity in rows and the dimension."""
+    fd, capacity, dim = (int(arg) for arg in sys.argv[2:5])
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.path[:0] = _read_message(stdin)
+    embedder = _read_message(stdin)
+    chunks: queue.Queue[list[str] | None] = queue.Queue()
+
+    def take_input() -> None:  # drained at once, so the sender never waits on the pipe
+        while (chunk := _read_message(stdin)) is not None:
+            chunks.put(chunk)
+        chunks.put(None)
+
+    threading.Thread(target=take_input, daemon=True).start()
+    with mmap.mmap(fd, capacity * dim * 4) as shared:
+        rows = np.frombuffer(shared, dtype=np.float32).reshape(capacity, dim)
+        done = 0
+        while (texts := chunks.get()) is not None:
+            for start in range(0, len(texts), EMBED_BATCH):
+                batch = texts[start : start + EMBED_BATCH]
+                rows[done : done + len(batch)] = embed_checked(embedder, batch)
+                done += len(batch)
+                stdout.write(done.to_bytes(_LEN, "little"))
+                stdout.flush()
+        del rows
