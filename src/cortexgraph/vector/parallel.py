@@ -34,6 +34,7 @@ Invariants:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import mmap
 import os
@@ -72,7 +73,7 @@ WORKER_MIN = 8192
 #: the share of a catch-up's texts the worker embeds: more than half, as this process
 #: reads every text (about 4.5 µs each, the worker embedding from the first chunk on)
 #: and embeds the rest (about 10 µs each) while the worker embeds its share
-WORKER_SHARE = 0.68
+WORKER_SHARE = 0.72
 #: seconds the worker may stay silent while it owes rows before it counts as stuck (it
 #: reports every EMBED_BATCH texts, a few milliseconds apart)
 WORKER_STALL = 30.0
@@ -146,6 +147,7 @@ class EmbedWorker:
         self.done = 0  # rows the worker reported done
         self.failed = False  # stopped: it owes nothing more
         self._pending = b""
+        self._outbox: collections.deque[bytes] = collections.deque()  # for its stdin
         # both pipes exist: Popen(stdin=PIPE, stdout=PIPE)
         self._in = cast("IO[bytes]", proc.stdin).fileno()
         self._out = cast("IO[bytes]", proc.stdout).fileno()
@@ -184,7 +186,7 @@ class EmbedWorker:
                 os.close(fd)
             return None
         worker = cls(proc, fd, capacity, embedder.dim)
-        worker._write(setup)
+        worker._outbox.append(setup)
         return worker
 
     def __enter__(self) -> EmbedWorker:
@@ -194,29 +196,44 @@ class EmbedWorker:
         self.end()
 
     def send(self, texts: list[str]) -> int:
-        """Give the worker the first of ``texts`` it has room for; how many it took."""
+        """Give the worker the first of ``texts`` it has room for; how many it took.
+
+        What its stdin has no room for yet waits in this process (the worker starts in
+        about 0.1 s, reading nothing meanwhile) and goes at the next :meth:`send` or at
+        :meth:`flush`: the sender never waits here."""
         room = self.capacity - self.sent
         if self.failed or room <= 0 or not texts:
             return 0
         taken = texts[:room]
-        self._write(_message(taken))
-        if self.failed:
-            return 0
+        self._outbox.append(_message(taken))
+        self._write(wait=False)
         self.sent += len(taken)
         return len(taken)
 
-    def _write(self, data: bytes) -> None:
-        """Write all of ``data`` to the worker's stdin, waiting for room at most
-        :data:`WORKER_STALL` seconds at a time; a worker that stops reading fails."""
-        view = memoryview(data)
-        while view and not self.failed:
+    def flush(self) -> None:
+        """Wait until the worker's stdin holds every text sent (the worker fails if it
+        reads nothing for :data:`WORKER_STALL` seconds)."""
+        self._write(wait=True)
+
+    def _write(self, *, wait: bool) -> None:
+        """Write what waits for the worker's stdin, as far as it has room (all of it with
+        ``wait``: waiting for room at most :data:`WORKER_STALL` seconds at a time)."""
+        outbox = self._outbox
+        while outbox and not self.failed:
             try:
-                view = view[os.write(self._in, view) :]
+                written = os.write(self._in, outbox[0])
             except BlockingIOError:
+                if not wait:
+                    return
                 if not select.select([], [self._in], [], WORKER_STALL)[1]:
-                    self._stop()
+                    self._stop()  # it stopped reading
             except OSError:  # its stdin closed: it ended
                 self._stop()
+            else:
+                if written == len(outbox[0]):
+                    outbox.popleft()
+                else:
+                    outbox[0] = outbox[0][written:]
 
     def poll(self, timeout: float = 0.0) -> int:
         """Read the worker's reports that arrive within ``timeout`` seconds; the rows done."""
@@ -245,6 +262,7 @@ class EmbedWorker:
         first texts sent (fewer than sent when it failed: P3). ``report(done)`` follows
         the worker's reports while waiting."""
         try:
+            self.flush()
             self._close_input()  # the end of its input: it exits when done
             while self.done < self.sent and not self.failed:
                 before = self.done

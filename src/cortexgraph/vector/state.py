@@ -360,6 +360,7 @@ class VectorState:
             ids += chunk_ids
             texts += chunk_texts
             inactive |= chunk_inactive
+        worker.flush()  # what it has yet to take, before this process embeds its part
         return ids, texts, inactive
 
     def _vectors(
