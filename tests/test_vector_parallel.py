@@ -99,6 +99,24 @@ def workers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[EmbedWorker]]:
     yield started
 
 
+@pytest.fixture
+def patient(workers: list[EmbedWorker], monkeypatch: pytest.MonkeyPatch) -> list[EmbedWorker]:
+    """Workers whose catch-up waits until they reported every row or ended before it
+    collects (without this, this process may embed all their rows itself, and a test
+    would not see theirs used)."""
+    collect = EmbedWorker.collect
+
+    def waiting(self: EmbedWorker, *args: object) -> int:
+        self.flush()
+        self._close_input()
+        while self.done < self.sent and not self.failed:
+            self.poll(5.0)
+        return collect(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(EmbedWorker, "collect", waiting)
+    return workers
+
+
 def text_of(i: int) -> str:
     words = [WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(5)]
     return f"{' '.join(words)} note {i % 150}"  # every text twice in 300
@@ -137,11 +155,12 @@ def copy_of(root: Path, tmp_path: Path, name: str) -> Path:
 
 
 def test_a_catch_up_with_a_worker_gives_what_one_without_gives(
-    tmp_path: Path, workers: list[EmbedWorker]
+    tmp_path: Path, patient: list[EmbedWorker]
 ) -> None:
     """With a worker embedding most of 300 texts (each given twice, one memory
     tombstoned), the count embedded, the index's vectors, the cache rows and the answers
     are those of the catch-up in process, byte for byte."""
+    workers = patient
     write_store(tmp_path / "s", 300)
     with_worker = catch_up(copy_of(tmp_path / "s", tmp_path, "w"), HashEmbedder(DIM))
     assert len(workers) == 1 and workers[0].sent == int(299 * parallel.WORKER_SHARE)
@@ -154,22 +173,31 @@ def test_a_catch_up_with_a_worker_gives_what_one_without_gives(
     assert len(with_worker[2]) == 150
 
 
-@pytest.mark.parametrize("embedder", [DiesInWorker(DIM), HangsInWorker(DIM)])
-def test_a_worker_that_dies_or_hangs_is_replaced_by_this_process(
-    tmp_path: Path,
-    workers: list[EmbedWorker],
-    monkeypatch: pytest.MonkeyPatch,
-    embedder: HashEmbedder,
+def test_a_worker_that_dies_is_replaced_by_this_process(
+    tmp_path: Path, patient: list[EmbedWorker]
 ) -> None:
-    """A worker that exits midway, or never answers (given up after WORKER_STALL
-    seconds), is reaped, and this process embeds what it did not report: the same
-    vectors, cache and answers as a catch-up without a worker."""
-    monkeypatch.setattr(parallel, "WORKER_STALL", 0.5)
+    """A worker that exits midway is reaped, and this process embeds what it did not
+    report: the same vectors, cache and answers as a catch-up without a worker."""
     write_store(tmp_path / "s", 600)  # the worker's share takes two calls
-    got = catch_up(copy_of(tmp_path / "s", tmp_path, "w"), embedder)
+    got = catch_up(copy_of(tmp_path / "s", tmp_path, "w"), DiesInWorker(DIM))
+    (worker,) = patient
+    assert worker.failed and worker.done == 256 < worker.sent
+    assert worker._proc.returncode == 3  # reaped
+    parallel.WORKER_MIN = 10**9
+    assert got == catch_up(copy_of(tmp_path / "s", tmp_path, "a"), HashEmbedder(DIM))
+
+
+def test_a_worker_that_hangs_costs_nothing_but_its_share(
+    tmp_path: Path, workers: list[EmbedWorker]
+) -> None:
+    """A worker that never answers is killed and reaped once this process has embedded
+    its whole share itself (no timeout to wait for): the same vectors, cache and answers
+    as a catch-up without a worker."""
+    write_store(tmp_path / "s", 600)
+    got = catch_up(copy_of(tmp_path / "s", tmp_path, "w"), HangsInWorker(DIM))
     (worker,) = workers
-    assert worker.failed and worker.done == (256 if isinstance(embedder, DiesInWorker) else 0)
-    assert worker._proc.returncode is not None  # reaped
+    assert worker.done == 0 and worker.sent > 0
+    assert worker._proc.returncode is not None and worker._proc.returncode < 0  # killed
     parallel.WORKER_MIN = 10**9
     assert got == catch_up(copy_of(tmp_path / "s", tmp_path, "a"), HashEmbedder(DIM))
 
@@ -186,7 +214,7 @@ def test_an_embedder_error_surfaces_as_without_a_worker(
     ):
         sync_vectors(cx)
     (worker,) = workers
-    assert worker.failed and worker._proc.returncode is not None
+    assert worker._proc.returncode is not None  # reaped
 
 
 def test_the_progress_counts_the_workers_rows_and_ends_full(
@@ -237,16 +265,25 @@ def test_a_worker_that_cannot_start_leaves_the_work_here(
 
 def test_the_worker_embeds_what_it_is_sent_up_to_its_capacity() -> None:
     """EmbedWorker on its own: it takes texts up to its capacity, and collect gives the
-    embedder's rows of the texts it took, byte for byte."""
+    embedder's rows of the texts it took, byte for byte, whether the worker embedded them
+    or this process did (from the end, while waiting)."""
     texts = [text_of(i) + " ü straße" * (i % 3) for i in range(700)]
     embedder = HashEmbedder(DIM)
     worker = EmbedWorker.start(embedder, 600)
     assert worker is not None
+    here: list[tuple[int, int]] = []
+    out = np.zeros((600, DIM), dtype=np.float32)
+
+    def embed_here(start: int, stop: int) -> None:
+        here.append((start, stop))
+        out[start:stop] = embedder.embed(texts[start:stop])
+
     with worker:
         assert worker.send(texts[:400]) == 400
         assert worker.send(texts[400:]) == 200  # its room
         assert worker.send(texts) == 0
-        out = np.zeros((600, DIM), dtype=np.float32)
-        assert worker.collect(out) == 600
-    assert worker._proc.returncode == 0
+        from_worker = worker.collect(out, embed_here)
+    assert worker._proc.returncode is not None
+    assert from_worker == (here[-1][0] if here else 600)
+    assert all(stop - start <= parallel.EMBED_BATCH for start, stop in here)
     assert out.tobytes() == embedder.embed(texts[:600]).tobytes()

@@ -375,13 +375,14 @@ class VectorState:
 
         The texts are keyed (:func:`content_key`) and each distinct key is looked up
         once (none when the cache holds no vector of this embedder). ``worker`` (if any)
-        embeds the first ``worker.sent`` texts meanwhile (:mod:`~cortexgraph.vector.parallel`);
-        this process embeds the other texts not cached, then takes the worker's rows
-        (embedding here whatever it failed to). The rows embedded go into the cache in
-        key order, :data:`CACHE_BATCH` to a transaction (see ``Environment.write_cache``),
-        read from the answer itself: one matrix of the answer's size is all that is
-        allocated (at 100,000 texts of 384 dimensions, 150 MB, whose fresh pages alone
-        cost about 0.3 s to touch).
+        embeds the first ``worker.sent`` texts meanwhile
+        (:mod:`~cortexgraph.vector.parallel`); this process embeds the other texts not
+        cached, then the worker's last rows while it has not reached them, and takes the
+        rest from it (:meth:`~cortexgraph.vector.parallel.EmbedWorker.collect`). The rows
+        embedded go into the cache in key order, :data:`CACHE_BATCH` to a transaction
+        (see ``Environment.write_cache``), read from the answer itself: one matrix of the
+        answer's size is all that is allocated (at 100,000 texts of 384 dimensions,
+        150 MB, whose fresh pages alone cost about 0.3 s to touch).
         """
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
@@ -411,12 +412,15 @@ class VectorState:
                 embedded += len(rows)
                 report(worker.poll() if worker is not None else 0)
             if worker is not None:
-                got = worker.collect(out[:sent], report)
-                for start in range(got, sent, EMBED_BATCH):  # what the worker failed to
-                    stop = min(start + EMBED_BATCH, sent)
+                helper = worker
+
+                def embed_here(start: int, stop: int) -> None:
+                    nonlocal embedded
                     out[start:stop] = embed_checked(self.embedder, texts[start:stop])
                     embedded += stop - start
-                    report(got)
+                    report(helper.done)
+
+                helper.collect(out[:sent], embed_here, report)
             rows_of = [place[key] for key in missing]
             for start in range(0, total, CACHE_BATCH):
                 stop = min(start + CACHE_BATCH, total)
