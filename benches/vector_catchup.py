@@ -16,7 +16,7 @@ within 1,000 journal entries: the cost moves to the writes). Then the first
 (the whole journal, without ``--embed-on-write``), split into: reading each memory's text
 (``live_texts``), their vectors (``VectorState._vectors``: the ``emb`` cache, embedding,
 the cache writes; of which the embedder's own calls in this process, and how many texts
-it embedded here: a catch-up of 8,192 texts or more embeds most of them in a helper
+it embedded here: a catch-up of 16,384 texts or more embeds most of them in a helper
 process on the second CPU, ``cortexgraph.vector.parallel``), inserting into the index
 (``VectorIndex.upsert``/``upsert_many``), and the rest (the column index, the recall
 itself). The catch-up saves the index (150 MB at 100,000) in the background, so the save

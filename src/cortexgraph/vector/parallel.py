@@ -69,9 +69,11 @@ __all__ = [
 
 #: texts given to the embedder per call (its own chunking aside)
 EMBED_BATCH = 256
-#: the fewest texts worth a worker: below, starting one (about 0.12 s of the other
-#: CPU, importing numpy) and copying its rows back saves less than it costs
-WORKER_MIN = 8192
+#: the fewest texts worth a worker: its start (0.12 s of the other CPU, importing numpy)
+#: and the two processes' contention for memory cost more than its rows save below about
+#: 15,000 (on two quiet CPUs, first catch-up: 10,000 texts 0.21 s against 0.18 s alone;
+#: 20,000 0.32 against 0.38; 40,000 0.56 against 0.78; 100,000 1.3 against 2.0)
+WORKER_MIN = 16_384
 #: the share of a catch-up's texts sent to the worker: more than half, as this process
 #: reads every text (about 4.5 µs each, the worker embedding from the first chunk on)
 #: and embeds the rest (about 10 µs each); it then embeds the worker's share from its end
