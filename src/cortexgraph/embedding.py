@@ -69,9 +69,10 @@ def backfill_embeddings(h: Handle, *, progress: Progress | None = None) -> int:
     name, dim = embedder.name, embedder.dim
     with h.indexed_read() as (txn, columns, _):
         active = [columns.ids[row] for row in columns.active(columns.all_rows()).tolist()]
+        ids, texts, _ = live_texts(txn, active)
         missing = [
             memory_id
-            for memory_id, text in live_texts(txn, active)[0]
+            for memory_id, text in zip(ids, texts, strict=True)
             if cached_vector(txn, content_key(name, text), dim) is None
         ]
     total, embedded = len(missing), 0

@@ -23,6 +23,7 @@ __all__ = [
     "embed_checked",
     "length_groups",
     "normalize_rows",
+    "worker_safe",
 ]
 
 
@@ -42,6 +43,14 @@ class Embedder(Protocol):
     sequence of ``str`` (a bare ``str`` is refused, since it would be embedded character by
     character), else :class:`~cortexgraph.errors.ValidationError` with ``field == "texts"``.
     Use :func:`check_texts` for that.
+
+    An embedder may also set ``worker_safe = True`` (not a member of the protocol: absent
+    means false) to declare that each vector is a pure function of its text alone (not of
+    the other texts of the call, the process or the machine), and that the embedder
+    pickles to a few bytes that rebuild it in a fresh process at once (no model to load,
+    no session, connection or device). A large catch-up may then embed part of its texts
+    in a helper process (see ``vector.parallel``). :class:`HashEmbedder` declares it; the
+    model embedders and :class:`HttpEmbedder` do not.
     """
 
     @property
@@ -91,6 +100,19 @@ def length_groups(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]
         members = by_length[length]
         for start in range(0, len(members), batch_size):
             yield members[start : start + batch_size]
+
+
+def worker_safe(embedder: Embedder) -> bool:
+    """Whether ``embedder`` declares ``worker_safe = True`` (see :class:`Embedder`): only
+    then may a helper process embed texts for it.
+
+    >>> from cortexgraph.embed import HashEmbedder
+    >>> class Remote:
+    ...     name, dim = "remote", 8
+    >>> worker_safe(HashEmbedder(8)), worker_safe(Remote())
+    (True, False)
+    """
+    return getattr(embedder, "worker_safe", False) is True
 
 
 def check_texts(texts: object) -> list[str]:

@@ -28,6 +28,7 @@ import re
 import threading
 import unicodedata
 from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 from blake3 import blake3
@@ -306,6 +307,11 @@ class HashEmbedder:
     >>> round(float(v[0] @ v[1]), 2) > 0.5, float(v[2] @ v[2])
     (True, 0.0)
     """
+
+    #: each vector is a pure function of its text (module docstring), and the embedder
+    #: pickles to its dimension: a large catch-up may embed part of its texts in a
+    #: helper process (``Embedder``)
+    worker_safe: ClassVar[bool] = True
 
     def __init__(self, dim: int = 384) -> None:
         if isinstance(dim, bool) or not isinstance(dim, int):

@@ -28,6 +28,7 @@ from ..errors import CorruptionError, CortexError
 from ..index import ColumnIndex, Rows
 from ..store.env import Environment
 from ..store.txn import ReadTxn
+from .parallel import EMBED_BATCH, EmbedWorker, worker_capacity
 
 if TYPE_CHECKING:
     from .hnsw import VectorIndex
@@ -35,10 +36,12 @@ if TYPE_CHECKING:
 __all__ = [
     "CACHE_BATCH",
     "EMBED_BATCH",
+    "READ_CHUNK",
     "SAVE_EVERY",
     "SAVE_FRACTION",
     "Progress",
     "VectorState",
+    "any_cached",
     "cache_vectors",
     "cached_vector",
     "cached_vectors",
@@ -62,7 +65,9 @@ SAVE_EVERY = 1_000
 #: a save rewrites the whole index (150 MB at 100,000 vectors of 384 dimensions): with a
 #: lag that grows with the index, n writes cost O(n) bytes of saves, not O(n^2)
 SAVE_FRACTION = 4
-EMBED_BATCH = 256
+#: a catch-up reads its texts this many memories at a time, handing each chunk to its
+#: worker (if any) as soon as it is read
+READ_CHUNK = 4096
 #: a catch-up writes what it embedded to the cache this many rows at a time (a write
 #: transaction for every 256 cost 0.4 s of commits at 100,000 memories)
 CACHE_BATCH = 4096
@@ -92,36 +97,48 @@ def index_directory(env: Environment) -> Path:
     return Path(env.path) / "vectors"
 
 
-def live_texts(txn: ReadTxn, ids: Iterable[bytes]) -> tuple[list[tuple[bytes, str]], set[bytes]]:
-    """The text to embed (:func:`core.fusion.embed_text`) of each active memory of ``ids``,
-    in order, and the set of those that are not active.
+def live_texts(txn: ReadTxn, ids: Iterable[bytes]) -> tuple[list[bytes], list[str], set[bytes]]:
+    """The active memories of ``ids``, in order, with the text to embed of each
+    (:func:`core.fusion.embed_text`), and the set of those that are not active.
 
     The text is read from the fields of the stored body (:func:`embed_text_of_body`)
     rather than from the memory rebuilt and checked for canonical form (J6): that check
     belongs to reads that return records, and to ``verify``, and cost about 13 µs a
     memory, most of a catch-up's reading. A body whose fields are not what a valid one
-    holds is rebuilt, which raises ``CorruptionError`` naming the damage.
+    holds is rebuilt, which raises ``CorruptionError`` naming the damage. The answer is
+    two lists rather than a list of pairs: 100,000 pairs are 100,000 objects for the
+    garbage collector to walk, several times over as they pile up.
     """
-    live: list[tuple[bytes, str]] = []
+    live: list[bytes] = []
+    texts: list[str] = []
     inactive: set[bytes] = set()
+    get, head_of, version_of = txn.get, HeadState.decode, VersionState.decode
     for memory_id in ids:
-        raw = txn.get("heads", memory_id)
+        raw = get("heads", memory_id)
         if raw is None:
             raise CortexError(f"memory {memory_id.hex()} vanished from the store")
-        head = HeadState.decode(raw)
+        head = head_of(raw)
         if head.status != "active":
             inactive.add(memory_id)
             continue
-        version = txn.get("versions", version_key(memory_id, head.head))
+        version = get("versions", version_key(memory_id, head.head))
         if version is None:
             raise CortexError(f"memory {memory_id.hex()} has no head version")
-        state = VersionState.decode(version)
+        state = version_of(version)
         body = decode_unchecked(state.body, what="a version record")
         text = embed_text_of_body(body, head.ns) if type(body) is dict else None
         if text is None:
             text = embed_text(state.memory(), head.ns)  # raises, naming the damage
-        live.append((memory_id, text))
-    return live, inactive
+        live.append(memory_id)
+        texts.append(text)
+    return live, texts, inactive
+
+
+def any_cached(txn: ReadTxn, name: str) -> bool:
+    """Whether the ``emb`` cache holds any vector of embedder ``name``."""
+    prefix = name.encode("utf-8") + b"\0"
+    with txn.cursor("emb") as cur:
+        return bool(cur.set_range(prefix)) and bytes(cur.key()).startswith(prefix)
 
 
 def cached_vector(txn: ReadTxn, key: bytes, dim: int) -> npt.NDArray[np.float32] | None:
@@ -139,10 +156,8 @@ def cached_vectors(
     cache holds; rows of the wrong size count as missing. Nothing is looked up past a
     first look when the cache holds no vector of ``name`` (a store whose writers never
     embedded)."""
-    prefix = name.encode("utf-8") + b"\0"
-    with txn.cursor("emb") as cur:
-        if not cur.set_range(prefix) or not bytes(cur.key()).startswith(prefix):
-            return {}
+    if not any_cached(txn, name):
+        return {}
     found: dict[bytes, npt.NDArray[np.float32]] = {}
     for key in keys:
         vector = cached_vector(txn, key, dim)
@@ -155,7 +170,7 @@ def uncached(txn: ReadTxn, ids: Iterable[bytes], embedder: Embedder) -> dict[byt
     """Cache key -> text of the active memories of ``ids`` whose vector is not cached."""
     name, dim = embedder.name, embedder.dim
     pending: dict[bytes, str] = {}
-    for _, text in live_texts(txn, ids)[0]:
+    for text in live_texts(txn, ids)[1]:
         key = content_key(name, text)
         if key not in pending and cached_vector(txn, key, dim) is None:
             pending[key] = text
@@ -186,12 +201,15 @@ def embed_and_cache(
     return vectors
 
 
-def _rows(keys: list[bytes], vectors: npt.NDArray[np.float32]) -> list[tuple[bytes, bytes]]:
-    """Cache rows: each key with its vector's bytes, as views of ``vectors`` (LMDB copies
-    them into its pages; copying them into bytes first cost 0.13 s at 100,000)."""
-    raw = vectors.reshape(-1).view(np.uint8).data  # C-contiguous rows, one after another
-    size = vectors.shape[1] * vectors.itemsize
-    views = [raw[i * size : (i + 1) * size] for i in range(len(keys))]
+def _rows(
+    matrix: npt.NDArray[np.float32], keys: list[bytes], rows: list[int]
+) -> list[tuple[bytes, bytes]]:
+    """Cache rows: each key with the bytes of its row of ``matrix`` (C-contiguous), as
+    views (LMDB copies them into its pages; copying them into bytes first cost 0.13 s at
+    100,000)."""
+    raw = matrix.reshape(-1).view(np.uint8).data  # rows one after another
+    size = matrix.shape[1] * matrix.itemsize
+    views = [raw[row * size : row * size + size] for row in rows]
     # LMDB takes a memoryview wherever it takes bytes
     return list(zip(keys, cast("list[bytes]", views), strict=True))
 
@@ -288,10 +306,14 @@ class VectorState:
             gone: set[bytes] = set(index.ids()) - set(todo)
         else:
             todo, gone = self._changed(txn, index.watermark), set()
-        live, inactive = live_texts(txn, todo)
-        gone |= inactive
-        vectors, embedded = self._vectors(txn, [text for _, text in live], progress)
-        ids = [memory_id for memory_id, _ in live]
+        worker = self._worker(txn, len(todo))
+        try:
+            ids, texts, inactive = self._read_texts(txn, list(todo), worker)
+            gone |= inactive
+            vectors, embedded = self._vectors(txn, texts, progress, worker)
+        finally:
+            if worker is not None:
+                worker.end()
         index.upsert_many(ids, vectors, progress=indexing, overwrite=True)
         for memory_id in sorted(gone):
             if memory_id in index:
@@ -311,19 +333,56 @@ class VectorState:
                     todo.update(dict.fromkeys(head_ids(entry["op"], entry)))
         return todo
 
+    def _worker(self, txn: ReadTxn, count: int) -> EmbedWorker | None:
+        """A worker to embed part of the ``count`` texts of a catch-up, when they are
+        enough and none is cached (a store whose writers never embedded: a cache that
+        holds some has most, and a worker would embed what the cache holds)."""
+        capacity = worker_capacity(self.embedder, count)
+        if not capacity or any_cached(txn, self.embedder.name):
+            return None
+        return EmbedWorker.start(self.embedder, capacity)
+
+    def _read_texts(
+        self, txn: ReadTxn, todo: list[bytes], worker: EmbedWorker | None
+    ) -> tuple[list[bytes], list[str], set[bytes]]:
+        """:func:`live_texts` of ``todo``, giving ``worker`` (if any) each chunk of
+        :data:`READ_CHUNK` texts as soon as it is read, until it has its fill."""
+        if worker is None:
+            return live_texts(txn, todo)
+        ids: list[bytes] = []
+        texts: list[str] = []
+        inactive: set[bytes] = set()
+        for start in range(0, len(todo), READ_CHUNK):
+            chunk_ids, chunk_texts, chunk_inactive = live_texts(
+                txn, todo[start : start + READ_CHUNK]
+            )
+            worker.send(chunk_texts)
+            ids += chunk_ids
+            texts += chunk_texts
+            inactive |= chunk_inactive
+        worker.flush()  # what it has yet to take, before this process embeds its part
+        return ids, texts, inactive
+
     def _vectors(
-        self, txn: ReadTxn, texts: list[str], progress: Progress | None
+        self,
+        txn: ReadTxn,
+        texts: list[str],
+        progress: Progress | None,
+        worker: EmbedWorker | None = None,
     ) -> tuple[npt.NDArray[np.float32], int]:
         """Vectors for ``texts``, one row each: from the ``emb`` cache, else embedded (and
-        cached), in chunks; and how many texts were embedded.
+        cached); and how many texts were embedded.
 
         The texts are keyed (:func:`content_key`) and each distinct key is looked up
-        once (none when the cache holds no vector of this embedder). The texts not
-        cached are embedded in key order, so that each :data:`CACHE_BATCH` of them goes
-        into the cache as rows in key order (see ``Environment.write_cache``), and each
-        chunk's rows are put straight into their texts' rows: one matrix of the answer's
-        size is all that is allocated (at 100,000 texts of 384 dimensions, 150 MB, whose
-        fresh pages alone cost about 0.3 s to touch).
+        once (none when the cache holds no vector of this embedder). ``worker`` (if any)
+        embeds the first ``worker.sent`` texts meanwhile
+        (:mod:`~cortexgraph.vector.parallel`); this process embeds the other texts not
+        cached, then the worker's last rows while it has not reached them, and takes the
+        rest from it (:meth:`~cortexgraph.vector.parallel.EmbedWorker.collect`). The rows
+        embedded go into the cache in key order, :data:`CACHE_BATCH` to a transaction
+        (see ``Environment.write_cache``), read from the answer itself: one matrix of the
+        answer's size is all that is allocated (at 100,000 texts of 384 dimensions,
+        150 MB, whose fresh pages alone cost about 0.3 s to touch).
         """
         name, dim = self.embedder.name, self.embedder.dim
         keys = [content_key(name, text) for text in texts]
@@ -334,21 +393,39 @@ class VectorState:
             out[place[key]] = vector
         missing = sorted(key for key in place if key not in cached)
         if missing:
-            # the rows to cache next, in key order (reused: write_cache copies them)
-            staged = np.empty((min(CACHE_BATCH + EMBED_BATCH, len(missing)), dim), np.float32)
-            if progress is not None:
-                progress(0, len(missing))
-            done = 0  # missing[:done] are cached
-            for start in range(0, len(missing), EMBED_BATCH):
-                stop = min(start + EMBED_BATCH, len(missing))
-                rows = [place[key] for key in missing[start:stop]]
-                vectors = embed_checked(self.embedder, [texts[row] for row in rows])
-                out[rows] = staged[start - done : stop - done] = vectors
-                if stop - done >= CACHE_BATCH or stop == len(missing):
-                    self.env.write_cache("emb", _rows(missing[done:stop], staged[: stop - done]))
-                    done = stop
-                if progress is not None:
-                    progress(stop, len(missing))
+            sent = worker.sent if worker is not None else 0  # texts[:sent]: the worker's
+            total = len(missing)
+            here = [row for row in map(place.__getitem__, missing) if row >= sent]
+            embedded, shown = 0, -1  # texts embedded by this process; the last count shown
+
+            def report(by_worker: int) -> None:
+                nonlocal shown
+                done = min(total, embedded + by_worker)
+                if progress is not None and done != shown:
+                    progress(done, total)
+                    shown = done
+
+            report(0)
+            for start in range(0, len(here), EMBED_BATCH):
+                rows = here[start : start + EMBED_BATCH]
+                out[rows] = embed_checked(self.embedder, [texts[row] for row in rows])
+                embedded += len(rows)
+                report(worker.poll() if worker is not None else 0)
+            if worker is not None:
+                helper = worker
+
+                def embed_here(start: int, stop: int) -> None:
+                    nonlocal embedded
+                    out[start:stop] = embed_checked(self.embedder, texts[start:stop])
+                    embedded += stop - start
+                    report(helper.done)
+
+                helper.collect(out[:sent], embed_here, report)
+            rows_of = [place[key] for key in missing]
+            for start in range(0, total, CACHE_BATCH):
+                stop = min(start + CACHE_BATCH, total)
+                self.env.write_cache("emb", _rows(out, missing[start:stop], rows_of[start:stop]))
+            report(total)  # the bar ends full, whichever process embedded the last rows
         if len(place) != len(keys):  # a text given twice: its other rows
             for row, key in enumerate(keys):
                 if place[key] != row:
