@@ -22,9 +22,10 @@ TORCH_STAMP := $(VENV)/.installed-torch
 # installed (setup.py); COMPILED stamps that build, and an edit of one of their sources
 # builds them again (until then they run as their sources: see cortexgraph.compiled).
 COMPILED := $(VENV)/.compiled
-COMPILED_SOURCES := setup.py src/cortexgraph/compiled.py src/cortexgraph/writing.py \
-	$(addprefix src/cortexgraph/core/,body.py codec.py commitments.py hashing.py journal.py \
-	postings.py segments.py signals.py smt_apply.py smt_store.py state.py text.py)
+COMPILED_SOURCES := setup.py src/cortexgraph/compiled.py $(shell $(PYTHON) -c "import ast; \
+	tree = ast.parse(open('src/cortexgraph/compiled.py').read()); \
+	names = next(n.value for n in tree.body if isinstance(n, ast.AnnAssign) and n.target.id == 'MODULES'); \
+	print(*('src/' + e.value.replace('.', '/') + '.py' for e in names.elts))")
 
 $(STAMP): pyproject.toml $(wildcard models/*/pyproject.toml models/*/src/*/__init__.py)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

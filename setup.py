@@ -35,6 +35,10 @@ SOURCES_FILE = PACKAGE / COMPILED.SOURCES_FILE
 
 
 def ext_modules() -> list[object]:
+    # an editable build compiles into the source tree: drop what an earlier build left
+    # there (a module no longer compiled would otherwise be found before its source)
+    for stale in [*PACKAGE.rglob("*.so"), *PACKAGE.parent.glob(f"{COMPILED.GROUP}.*")]:
+        stale.unlink()
     if COMPILED.pure_requested():
         SOURCES_FILE.unlink(missing_ok=True)
         return []

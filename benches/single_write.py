@@ -24,12 +24,18 @@ free list past their first growth):
    for each table. What a table's rows cost a commit is the difference to "all": the
    pages they dirty, which the flush then writes.
 
+The phases are timed on the sources of the compiled modules (``cortexgraph.compiled``;
+this script sets ``CORTEXGRAPH_PURE_PYTHON`` before it imports cortexgraph): compiled code
+calls its functions directly, never through the names the timers wrap. The total of the
+compiled write, beside SQLite's, is ``benches/write_path.py``'s ``single`` part.
+
 Nothing here fails on timing; the figures go to ``docs/internals.md`` ("Single writes").
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -37,6 +43,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+os.environ["CORTEXGRAPH_PURE_PYTHON"] = "1"  # the timers wrap names (see above)
 
 import cortexgraph as cg
 import cortexgraph.batch as batch_module

@@ -51,6 +51,7 @@ MODULES: tuple[str, ...] = (
     "cortexgraph.core.commitments",
     "cortexgraph.core.hashing",
     "cortexgraph.core.journal",
+    "cortexgraph.core.keys",
     "cortexgraph.core.postings",
     "cortexgraph.core.segments",
     "cortexgraph.core.signals",
@@ -58,6 +59,7 @@ MODULES: tuple[str, ...] = (
     "cortexgraph.core.smt_store",
     "cortexgraph.core.state",
     "cortexgraph.core.text",
+    "cortexgraph.store.memtxn",
     "cortexgraph.writing",
 )
 #: the shared library mypyc builds for :data:`MODULES` (a top-level module)
