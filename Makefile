@@ -22,10 +22,9 @@ TORCH_STAMP := $(VENV)/.installed-torch
 # installed (setup.py); COMPILED stamps that build, and an edit of one of their sources
 # builds them again (until then they run as their sources: see cortexgraph.compiled).
 COMPILED := $(VENV)/.compiled
-COMPILED_SOURCES := setup.py src/cortexgraph/compiled.py $(shell $(PYTHON) -c "import ast; \
-	tree = ast.parse(open('src/cortexgraph/compiled.py').read()); \
-	names = next(n.value for n in tree.body if isinstance(n, ast.AnnAssign) and n.target.id == 'MODULES'); \
-	print(*('src/' + e.value.replace('.', '/') + '.py' for e in names.elts))")
+COMPILED_SOURCES := setup.py src/cortexgraph/compiled.py $(shell $(PYTHON) -c "import runpy; \
+	names = runpy.run_path('src/cortexgraph/compiled.py')['MODULES']; \
+	print(*('src/' + name.replace('.', '/') + '.py' for name in names))")
 
 $(STAMP): pyproject.toml $(wildcard models/*/pyproject.toml models/*/src/*/__init__.py)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
