@@ -551,3 +551,56 @@ def test_sigkill_leaves_whole_batches_and_a_replayable_journal(
         writer.run_batches(reference, writer.State(), model.last_batch)
         assert model.raw == [data for _, data in reference.journal_bytes()]
         assert digests == derived(reference.table_digests())
+
+
+def test_the_writer_pauses_once_when_the_paused_commit_runs_out_of_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LMDB can run out of map inside a commit (saving its free list): the batch grows the
+    map and commits again. The test writer must not pause before that second commit, as the
+    kills above send one line and wait for the commit (a second pause hung a run)."""
+    from cortexgraph.store import env as store_env
+    from cortexgraph.store.guards import MapFull
+
+    commit = store_env.WriteTxn.commit
+    failed: list[int] = []
+    state = writer.State()
+
+    def watched(txn: store_env.WriteTxn) -> None:
+        try:
+            commit(txn)
+        except MapFull:
+            failed.append(state.next_batch)
+            raise
+
+    # First find, on a fresh store, a batch whose commit itself runs out of map.
+    monkeypatch.setattr(store_env.WriteTxn, "commit", watched)
+    with cg.open(tmp_path / "probe", ACTOR, sync=False, map_size=writer.MAP_SIZE) as cx:
+        while not failed and state.next_batch <= 400:
+            writer.run_batch(cx, state)
+    assert failed, "no commit of the first 400 batches ran out of map: pick another workload"
+    target = failed[0]
+
+    # Then pause at that batch, as a kill would, and let it go with one line.
+    monkeypatch.setattr(store_env.WriteTxn, "commit", commit)
+    lines: list[str] = []
+    monkeypatch.setattr(sys, "stdin", _OneLine(lines))
+    state = writer.State()
+    writer.pause_before_commit(state, target)
+    with cg.open(tmp_path / "paused", ACTOR, sync=False, map_size=writer.MAP_SIZE) as cx:
+        writer.run_batches(cx, state, target)
+        assert writer.batch_of(list(cx.journal())[-1].at)[0] == target
+    assert lines == ["go\n"]
+
+
+class _OneLine:
+    """A stdin holding one line: a second read fails the test instead of blocking."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self._lines = lines
+
+    def readline(self) -> str:
+        if self._lines:
+            raise AssertionError("the writer paused a second time")
+        self._lines.append("go\n")
+        return "go\n"

@@ -29,7 +29,8 @@ The pause is the test's way into the commit. With ``PAUSE_BATCH``, the writer wr
 store's ``WriteTxn.commit`` (here, not in the library): right before LMDB commits that
 batch's transaction it prints ``paused <n>`` and waits for a line on stdin. The test
 then kills it there, or attaches ``strace`` to kill it at one of the commit's writes to
-``data.mdb`` or right after the commit, and lets it go on.
+``data.mdb`` or right after the commit, and lets it go on. It pauses once: a commit that
+runs out of map is tried again after the map grows, without a second pause.
 
 The test imports this file for :func:`batch_size`, :func:`batch_of` and :func:`run_batches`.
 """
@@ -226,9 +227,15 @@ def pause_before_commit(state: State, pause_batch: int) -> None:
     """Make the store's commit of batch ``pause_batch`` print ``paused <n>`` and wait for a
     line on stdin first (the test's hook into the commit; see the module docstring)."""
     commit = store_env.WriteTxn.commit
+    waited = False
 
     def paused_commit(txn: store_env.WriteTxn) -> None:
-        if txn.entries and state.next_batch == pause_batch:
+        # Once only: LMDB can run out of map inside the commit itself (saving its free
+        # list), and the batch then grows the map and commits again; that second commit must
+        # go on, as the test sends a single line and waits for the commit to happen.
+        nonlocal waited
+        if txn.entries and state.next_batch == pause_batch and not waited:
+            waited = True
             print(f"paused {pause_batch}", flush=True)
             sys.stdin.readline()
         commit(txn)
