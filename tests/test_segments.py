@@ -677,3 +677,64 @@ def test_index_seqs_read_one_row_per_memory_and_name_a_missing_one(tmp_path: Pat
         txn.abort()
     finally:
         env.close()
+
+
+def test_a_batch_resumes_the_segments_of_its_handles_last_batch_only(tmp_path: Path) -> None:
+    """A handle's next batch takes over the keyword segments its last batch left in memory
+    (the completed segments the next merges need are not read back), but not after another
+    process committed in between, nor after a batch that failed; in every case the tables
+    equal the ones a bulk rebuild computes from the journal."""
+    rng = random.Random(11)
+    words = [f"w{i}" for i in range(300)]
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        h = cx._handle
+        uris: list[cg.MemoryURI] = []
+        at = T0
+        resumed = 0
+        for size in [1, 40, 300, 7, 256, 600, 1, 1, 90, 1000, 1500, 900]:  # merges up to 4096
+            carried = h.keywords
+            with cx.batch() as batch:
+                if carried is not None:  # this handle's last batch committed: taken over
+                    assert batch._writer.keywords is carried[1]
+                    resumed += 1
+                for _ in range(size):
+                    at += 1
+                    text = " ".join(rng.choice(words) for _ in range(4))
+                    if uris and rng.random() < 0.35:  # re-index or drop an earlier memory
+                        uri = uris.pop(rng.randrange(len(uris)))
+                        if rng.random() < 0.7:
+                            uris.append(batch.update(uri, text=text, at=at))
+                        else:
+                            batch.tombstone(uri, reason="gone", at=at)
+                    else:
+                        uris.append(batch.write(cg.Fact(text=text), at=at))
+            assert h.keywords is not None and h.keywords[0] == cx.seq
+        assert resumed == 11
+
+        # another process commits a batch: the state this handle holds is not resumed
+        script = textwrap.dedent(
+            f"""
+            import cortexgraph as cg
+            with cg.open({str(tmp_path)!r}, "agent", sync=False) as cx:
+                cx.write(cg.Fact(text="w1 w2 from elsewhere"), at={at + 1})
+            """
+        )
+        subprocess.run([sys.executable, "-c", script], check=True, env=dict(os.environ))
+        carried = h.keywords
+        assert carried is not None and carried[0] == cx.seq - 1
+        with cx.batch() as batch:
+            assert batch._writer.keywords is not carried[1]
+            batch.write(cg.Fact(text="w1 w3"), at=at + 2)
+
+        # a batch that fails leaves nothing to resume
+        with pytest.raises(RuntimeError), cx.batch() as batch:
+            batch.write(cg.Fact(text="w4 w5"), at=at + 3)
+            raise RuntimeError("abandoned")
+        assert h.keywords is None
+        cx.write(cg.Fact(text="w4 w6"), at=at + 4)
+
+        rows, digests = _postings_rows(cx), cx.table_digests()
+        levels = {segment_of_key(key)[0] for key, _ in rows if key[:1] == SEGMENT}
+        assert levels == {0, 1, 2}
+        cx.rebuild()
+        assert _postings_rows(cx) == rows and cx.table_digests() == digests

@@ -109,6 +109,7 @@ class Batch:
             self._txn = h.env.begin_write()
             try:
                 self._first_seq = self._next_seq = self._txn.last_seq() + 1
+                self._resume_keywords()
             except BaseException:
                 self._txn.abort()
                 raise
@@ -145,6 +146,17 @@ class Batch:
             # committed; embedding outside the writer lock keeps other writers going
             embed_written(h, written)
 
+    def _resume_keywords(self) -> None:
+        """Take over the keyword segments this handle's last batch left in memory, if no
+        entry was committed since (what they hold need not be read back from the table:
+        the completed segments that the next merges take, and the open one); taken, so
+        that a batch that fails leaves none behind. Under the writer lock."""
+        carried, self._h.keywords = self._h.keywords, None
+        if carried is None or carried[0] != self._first_seq - 1:
+            return
+        if carried[1].resumed(self._txn):
+            self._writer.keywords = carried[1]
+
     def _commit(self) -> None:
         try:
             self._writer.flush(self._txn)
@@ -153,6 +165,7 @@ class Batch:
             self._regrow()
             self._commit()
             return
+        self._h.keywords = (self._next_seq - 1, self._writer.keywords)
         if self._h.check_invariants:
             _check_after_commit(self._h, self._first_seq, self._entries)
 

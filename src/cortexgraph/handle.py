@@ -29,6 +29,7 @@ from .reading import BareId, MemoryRef
 from .store.env import DERIVED_LAYOUT, LAYOUT_KEY, Environment
 from .store.txn import ReadTxn, WriteTxn
 from .vector.state import VectorState
+from .writing import KeywordSegments
 
 __all__ = ["Handle", "IndexedRead", "OpenBatch", "Reading", "embedder_spec", "open_handle"]
 
@@ -76,6 +77,7 @@ class Handle:
         "env",
         "hash_name",
         "identity",
+        "keywords",
         "local",
         "stale_layout",
         "vectors",
@@ -105,6 +107,10 @@ class Handle:
         self.autolink = False
         self.embed_on_write = False
         self.stale_layout = False
+        #: the keyword segments this handle's last batch left in memory, and the seq they
+        #: reflect: the next batch resumes them if it starts right after that seq
+        #: (``Batch``, under the writer lock)
+        self.keywords: tuple[int, KeywordSegments] | None = None
 
     @property
     def path(self) -> Path:

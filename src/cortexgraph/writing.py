@@ -55,6 +55,10 @@ _KEPT_LEVELS = 2
 _DECODED: dict[tuple[bytes, int], tuple[bytes, OpenBlock]] = {}
 _DECODED_SIZE = 8
 _DECODED_LOCK = threading.Lock()
+#: a memory id as one NumPy item, for membership tests on a segment's id rows
+_ID_VOID = np.dtype((np.void, 16))
+#: the tables whose rows the SMT's leaves are hashed from (``commitments.smt_mutations``)
+_LEAF_TABLES = frozenset({"heads", "versions", "edges"})
 #: a writer keeps the open segment's block encoded (:class:`OpenBlock`) through this many
 #: keyword changes, and then drops it: a batch encodes the block once, at its flush
 _BLOCK_EDITS = 4
@@ -78,13 +82,26 @@ class EntryWriter:
             them in bulk, instead of segments written and merged as the entries go.
     """
 
-    __slots__ = ("dirty", "dirty_edges", "gathered", "hash_name", "identity", "keywords", "peaks")
+    __slots__ = (
+        "dirty",
+        "dirty_edges",
+        "gathered",
+        "hash_name",
+        "identity",
+        "keywords",
+        "peaks",
+        "written",
+    )
 
     def __init__(self, identity: Identity, *, gather_keywords: bool = False) -> None:
         self.identity = identity
         self.hash_name = identity.hash_name
         self.dirty: dict[bytes, None] = {}
         self.dirty_edges: dict[bytes, None] = {}
+        #: the ``heads``, ``versions`` and ``edges`` rows written to an LMDB transaction
+        #: since the last flush, which the SMT's leaves are hashed from: the flush takes
+        #: them from here instead of looking each up again in LMDB's B-trees
+        self.written: dict[tuple[str, bytes], bytes | None] = {}
         self.keywords = KeywordSegments()
         self.gathered = GatheredKeywords() if gather_keywords else None
         #: the MMR peaks this writer appended (``mmr_mutations``): a batch reads no row
@@ -111,7 +128,13 @@ class EntryWriter:
         if append:
             txn.append_entry(entry.seq, data)
         changes: list[KeywordChange] = []
-        txn.apply_mutations(apply(self.identity, entry, txn, trusted=trusted, keywords=changes))
+        mutations = apply(self.identity, entry, txn, trusted=trusted, keywords=changes)
+        txn.apply_mutations(mutations)
+        if not isinstance(txn, MemTxn):  # an in-memory table is as quick to read back
+            written = self.written
+            for table, key, value in mutations:
+                if table in _LEAF_TABLES:
+                    written[table, key] = value
         row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data, peaks=self.peaks)
         txn.apply_mutations(row)
         if self.gathered is None:
@@ -133,10 +156,18 @@ class EntryWriter:
         of the entries written since the last flush."""
         self.keywords.flush(txn)
         if self.dirty or self.dirty_edges:
-            changes = smt_mutations(self.hash_name, txn.get, self.dirty, self.dirty_edges)
+            written = self.written
+            get = txn.get
+
+            def read(table: str, key: bytes) -> bytes | None:
+                found = (table, key)
+                return written[found] if found in written else get(table, key)
+
+            changes = smt_mutations(self.hash_name, read, self.dirty, self.dirty_edges)
             txn.apply_mutations(changes)
             self.dirty.clear()
             self.dirty_edges.clear()
+        self.written.clear()
 
 
 class GatheredKeywords:
@@ -195,6 +226,7 @@ class KeywordSegments:
         "dirty",
         "docs",
         "done",
+        "done_killed",
         "edits",
         "first",
         "killed",
@@ -226,6 +258,10 @@ class KeywordSegments:
         #: the completed level-1 segments this writer wrote, by (level, first seq): what
         #: the next merge reads without decoding blocks
         self.done: dict[tuple[int, int], Postings] = {}
+        #: per segment of :attr:`done`, the memories it holds that a later entry re-indexed
+        #: or stopped indexing (as :attr:`killed` for level 0): the next merge reads no
+        #: index seq for its postings
+        self.done_killed: dict[tuple[int, int], set[bytes]] = {}
         #: the completed level-0 segments this writer wrote, by first seq, as the open
         #: segment's docs were when its range ended (a segment's content is fixed then)
         self.level0: dict[int, dict[bytes, dict[str, int]]] = {}
@@ -239,6 +275,17 @@ class KeywordSegments:
         #: the (level, first seq) of those of :attr:`done` and :attr:`level0` not written
         #: yet (the next flush writes them)
         self.unwritten: set[tuple[int, int]] = set()
+
+    def resumed(self, txn: WriteTxn | MemTxn) -> bool:
+        """Prepare segments a committed batch left, for the next batch (which starts right
+        after the seq they reflect, so they are the table's segments then): whether the
+        table agrees, as far as a read of its statistics tells."""
+        if self.dirty or self.unwritten or self.stats_dirty:
+            return False  # never flushed: not what the table holds
+        if self.stats is not None and list(decode_stats(txn.get("postings", STATS))) != self.stats:
+            return False
+        self.edits = 0  # as a new writer: a single write keeps the open block encoded
+        return True
 
     def advance(self, txn: WriteTxn | MemTxn, seq: int, changes: list[KeywordChange]) -> None:
         """Apply the keyword changes of the entry at ``seq``, then complete the level-0
@@ -258,8 +305,10 @@ class KeywordSegments:
                 stats[0] += docs_delta
                 stats[1] += length_delta
                 before = change.before
-                if 0 < before < first and self.level0:
+                if 0 < before < first and (self.level0 or self.done):
                     killed = self.killed.get(range_first(0, before))
+                    if killed is None:  # or in the held level-1 segment of its range
+                        killed = self.done_killed.get((1, range_first(1, before)))
                     if killed is not None:  # its posting there is no longer live
                         killed.add(change.memory_id)
                 if before >= first or change.terms is not None:
@@ -382,12 +431,6 @@ class KeywordSegments:
                     continue  # held in memory: the open segment or a completed one
                 if child not in self.done:
                     children.append((*child, decode_block(value, key[PREFIX_SIZE:])))
-        # the children held in memory (the unwritten ones are not in the table)
-        children.extend(
-            (*child, postings)
-            for child, postings in sorted(self.done.items())
-            if child[0] < level and first <= child[1] <= seq
-        )
         live_docs: dict[bytes, dict[str, int]] = {}
         for child_first, docs in sorted(self.level0.items()):
             if first <= child_first <= seq:
@@ -399,7 +442,9 @@ class KeywordSegments:
         if live_docs:
             held = Postings.from_docs(live_docs)
             parts.append((held, np.ones(len(held), dtype=np.bool_)))
-        if children:
+        # one part wholly live is already merged (Postings.merge would sort it again)
+        merged_already = len(parts) == 1
+        if children:  # read from the table: live where the memory's index seq says so
             index_seqs = _index_seqs(txn, np.concatenate([p.ids for _, _, p in children]))
             at = 0
             for child_level, child_first, postings in children:
@@ -407,9 +452,16 @@ class KeywordSegments:
                 at += len(postings)
                 live = (mine >= child_first) & (mine < child_first + span(child_level))
                 parts.append((postings, live))
-        # one part wholly live is already merged (Postings.merge would sort it again)
-        merged = parts[0][0] if len(parts) == 1 and not children else Postings.merge(parts)
+        # the completed segments held in memory (the unwritten ones are not in the table):
+        # live but for the memories noted since
+        for child, postings in sorted(self.done.items()):
+            if child[0] < level and first <= child[1] <= seq:
+                parts.append((postings, _live_unless(postings, self.done_killed[child])))
+        merged = parts[0][0] if merged_already and len(parts) == 1 else Postings.merge(parts)
         self.done = {child: kept for child, kept in self.done.items() if child[1] < first}
+        self.done_killed = {
+            child: ids for child, ids in self.done_killed.items() if child[1] < first
+        }
         self.level0 = {start: docs for start, docs in self.level0.items() if start < first}
         self.killed = {start: ids for start, ids in self.killed.items() if start < first}
         self.level0_blocks = {
@@ -419,9 +471,20 @@ class KeywordSegments:
         if level < _KEPT_LEVELS:
             _replace(txn, old, [])
             self.done[level, first] = merged
+            self.done_killed[level, first] = set()
             self.unwritten.add((level, first))
         else:
             _replace(txn, old, segment_blocks(level, first, merged))
+
+
+def _live_unless(postings: Postings, killed: set[bytes]) -> np.typing.NDArray[np.bool_]:
+    """Which of ``postings`` belong to none of the memories ``killed``."""
+    if not killed:
+        return np.ones(len(postings), dtype=np.bool_)
+    ids = np.ascontiguousarray(postings.ids).view(_ID_VOID).ravel()
+    gone = np.frombuffer(b"".join(sorted(killed)), dtype=_ID_VOID)
+    live: np.typing.NDArray[np.bool_] = ~np.isin(ids, gone)
+    return live
 
 
 def _index_seqs(

@@ -67,7 +67,6 @@ import math
 import re
 import unicodedata
 from collections.abc import Hashable, Iterable, Mapping
-from itertools import chain
 from typing import Final, TypeVar
 
 import attrs
@@ -411,17 +410,24 @@ def tokenize(text: object, *, stem: bool = True, stopwords: bool = True) -> list
     """
     if not isinstance(text, str):
         raise ValidationError(f"must be a string, not {type(text).__name__}", field="text")
-    words = _words(text)
-    memo = _MEMOS[(bool(stem), bool(stopwords))]
-    hits = list(map(memo.get, words))
-    if None in hits:
-        if len(memo) > _MEMO_LIMIT:
-            memo.clear()
-        for index, hit in enumerate(hits):
-            if hit is None:
-                word = words[index]
-                hits[index] = memo[word] = _analyse(word, bool(stem), bool(stopwords))
-    return list(chain.from_iterable(hits))  # type: ignore[arg-type]
+    stem, stopwords = bool(stem), bool(stopwords)
+    memo = _MEMOS[(stem, stopwords)]
+    tokens: list[str] = []
+    for word in _words(text):
+        found = memo.get(word)
+        tokens.extend(_analysed(memo, word, stem, stopwords) if found is None else found)
+    return tokens
+
+
+def _analysed(
+    memo: dict[str, tuple[str, ...]], word: str, stem: bool, stopwords: bool
+) -> tuple[str, ...]:
+    """:func:`_analyse` of a word its options' memo lacks, added to the memo (which is only
+    a cache: emptied when it grows past :data:`_MEMO_LIMIT`)."""
+    if len(memo) > _MEMO_LIMIT:
+        memo.clear()
+    tokens = memo[word] = _analyse(word, stem, stopwords)
+    return tokens
 
 
 def term_counts(text: object, *, stem: bool = True, stopwords: bool = True) -> dict[str, int]:
@@ -433,9 +439,15 @@ def term_counts(text: object, *, stem: bool = True, stopwords: bool = True) -> d
     Raises:
         ValidationError: ``text`` is not a string (field ``text``).
     """
+    if not isinstance(text, str):
+        raise ValidationError(f"must be a string, not {type(text).__name__}", field="text")
+    stem, stopwords = bool(stem), bool(stopwords)
+    memo = _MEMOS[(stem, stopwords)]
     counts: dict[str, int] = {}
-    for token in tokenize(text, stem=stem, stopwords=stopwords):
-        counts[token] = counts.get(token, 0) + 1
+    for word in _words(text):
+        found = memo.get(word)
+        for token in _analysed(memo, word, stem, stopwords) if found is None else found:
+            counts[token] = counts.get(token, 0) + 1
     return counts
 
 
