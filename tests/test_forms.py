@@ -36,6 +36,7 @@ from cortexgraph.core.forms import (
     FORMS,
     MEDIUM_TEXT_MAX,
     SHORT_MAX,
+    civil_date,
     estimate_tokens,
     format_ms,
     render,
@@ -44,6 +45,7 @@ from cortexgraph.core.forms import (
     render_medium,
     render_short,
 )
+from cortexgraph.core.postings import spoken_date
 from cortexgraph.core.state import Record
 from cortexgraph.core.taxonomy import (
     MAX_MS,
@@ -430,6 +432,38 @@ def test_format_ms_agrees_with_datetime(ms: int) -> None:
     """The integer calendar arithmetic agrees with datetime in UTC for years 1970-9999."""
     moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
     assert format_ms(ms) == moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+
+
+@given(st.integers(0, 253_402_300_799_999))
+def test_the_spoken_date_of_the_keyword_index_agrees_with_datetime(ms: int) -> None:
+    """``spoken_date`` (an Event's date as keyword recall indexes it: ``8 May 2023``)
+    names the UTC day datetime names, for years 1970-9999."""
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+    assert spoken_date(ms) == f"{moment.day} {_MONTH_NAMES[moment.month - 1]} {moment.year}"
+    assert civil_date(ms // 86_400_000) == (moment.year, moment.month, moment.day)
+
+
+@pytest.mark.parametrize("ms", [253_402_300_800_000, MAX_MS])
+def test_the_spoken_date_past_year_9999_is_the_date_format_ms_writes(ms: int) -> None:
+    """Past datetime's range, the spoken date names the date of ``format_ms``."""
+    year, month, day = (int(part) for part in format_ms(ms).lstrip("+")[:-14].split("-"))
+    assert spoken_date(ms) == f"{day} {_MONTH_NAMES[month - 1]} {year}"
 
 
 # ---------------------------------------------------------------------------

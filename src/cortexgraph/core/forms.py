@@ -40,6 +40,7 @@ __all__ = [
     "MEDIUM_TEXT_MAX",
     "SHORT_MAX",
     "TokenEstimator",
+    "civil_date",
     "estimate_tokens",
     "format_ms",
     "render",
@@ -116,6 +117,23 @@ def _flat(text: str, limit: int) -> str:
         size *= 4
 
 
+def civil_date(days: int) -> tuple[int, int, int]:
+    """``(year, month, day)`` of the UTC date ``days`` days after 1970-01-01, in the
+    proleptic Gregorian calendar (H. Hinnant's civil_from_days: integer arithmetic only).
+
+    >>> civil_date(0), civil_date(19_675)
+    ((1970, 1, 1), (2023, 11, 14))
+    """
+    z = days + 719_468
+    era, doe = divmod(z, 146_097)
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (1 if month <= 2 else 0), month, day
+
+
 def format_ms(ms: int) -> str:
     """Milliseconds since the epoch as UTC ISO 8601: ``2023-11-14T22:13:20.000Z``.
 
@@ -130,15 +148,7 @@ def format_ms(ms: int) -> str:
     hour, rem = divmod(rem, 3_600_000)
     minute, rem = divmod(rem, 60_000)
     second, milli = divmod(rem, 1000)
-    # civil_from_days (H. Hinnant): proleptic Gregorian calendar from days since 1970-01-01
-    z = days + 719_468
-    era, doe = divmod(z, 146_097)
-    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
-    year = yoe + era * 400 + (1 if month <= 2 else 0)
+    year, month, day = civil_date(days)
     year_text = f"{year:04d}" if year <= 9999 else f"+{year}"
     return f"{year_text}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{milli:03d}Z"
 

@@ -119,6 +119,10 @@ _OP_FIELDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "access": (frozenset({"ids"}), frozenset()),
 }
 _COMMON = frozenset({"v", "seq", "at", "op", "ns"})
+#: op -> (its required fields, every field it may have)
+_OP_KEYS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    op: (required, required | optional) for op, (required, optional) in _OP_FIELDS.items()
+}
 
 
 @attrs.frozen
@@ -298,9 +302,9 @@ def decode_entry(data: bytes) -> Entry:
     op = m.get("op")
     if type(op) is not str or op not in _OP_FIELDS:
         raise CorruptionError(f"a journal entry has unknown op {op!r}")
-    required, optional = _OP_FIELDS[op]
+    required, allowed = _OP_KEYS[op]
     keys = m.keys() - _COMMON
-    if not m.keys() >= _COMMON or not required <= keys or not keys <= required | optional:
+    if not m.keys() >= _COMMON or not required <= keys or not keys <= allowed:
         raise CorruptionError(f"a journal {op} entry has missing or extra fields")
     seq, at, ns = m["seq"], m["at"], m["ns"]
     if type(seq) is not int or seq < 1 or type(at) is not int or at < 0:
@@ -439,7 +443,10 @@ def apply(
             raise CorruptionError(f"journal entry {entry.seq} is not the next version")
         new = VersionState(entry.seq, entry.at, body_bytes)
         out.append(("versions", version_key(mid, version), new.encode()))
-        head = attrs.evolve(head, head=version, latest=version, updated_at=entry.at)
+        head = HeadState(  # attrs.evolve, spelt out: this runs once per update
+            head.ns, head.type_name, version, version, head.status, head.created_at, entry.at,
+            head.reason,
+        )
         _put_head(view, entry.seq, mid, head, memory, new.at, out, keywords)
     elif op == "head":
         version = entry.fields["version"]
@@ -447,7 +454,10 @@ def apply(
             raise CorruptionError(f"journal entry {entry.seq} moves the head to a bad version")
         new = _load_version(view, mid, version, entry.seq)
         memory = new.memory()
-        head = attrs.evolve(head, head=version, updated_at=entry.at)
+        head = HeadState(
+            head.ns, head.type_name, version, head.latest, head.status, head.created_at,
+            entry.at, head.reason,
+        )
         _put_head(view, entry.seq, mid, head, memory, new.at, out, keywords)
     elif op == "tombstone":
         reason = entry.fields.get("reason", "")
@@ -506,15 +516,19 @@ def _set_status(
     """Move a memory to ``status``: head and attributes row; it is indexed at the entry's
     seq if it becomes active, and no longer indexed otherwise."""
     out: list[Mutation] = []
-    changed = attrs.evolve(head, status=status, updated_at=entry.at, reason=reason or head.reason)
+    changed = HeadState(  # attrs.evolve, spelt out: this runs once per status change
+        head.ns, head.type_name, head.head, head.latest, status, head.created_at, entry.at,
+        reason or head.reason,
+    )
     out.append(("heads", memory_id, changed.encode()))
     before = _load_attrs(view, memory_id, entry.seq)
     terms = None
     if status == "active":
         terms = index_terms(_load_version(view, memory_id, head.head, entry.seq).memory())
     index_seq, length = _reindex(keywords, entry.seq, memory_id, before, terms)
-    row = attrs.evolve(
-        before, status=status, updated_at=entry.at, index_seq=index_seq, length=length
+    row = AttrsRow(
+        before.type_name, status, before.pinned, before.priority, before.confidence,
+        before.at, before.created_at, entry.at, before.ns, before.tags, index_seq, length,
     )
     out.append(("salience", attrs_key(memory_id), row.encode()))
     return out

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol
 
 from ..errors import CorruptionError
-from .forms import format_ms
+from .forms import civil_date
 from .keys import version_key
 from .state import HeadState, VersionState
 from .taxonomy import ArtifactRef, Event, Memory
@@ -54,8 +54,7 @@ def spoken_date(ms: int) -> str:
     >>> spoken_date(1_683_554_160_000)
     '8 May 2023'
     """
-    date = format_ms(ms).split("T", 1)[0].lstrip("+")
-    year, month, day = (int(part) for part in date.split("-"))
+    year, month, day = civil_date(ms // 86_400_000)
     return f"{day} {_MONTHS[month - 1]} {year}"
 
 
