@@ -228,6 +228,7 @@ def drop_derived(h: Handle) -> None:
     The store reads as empty until :func:`rebuild`; prefer ``rebuild``, which drops and
     replays in one transaction.
     """
+    h.keywords = None  # what a batch left in memory no longer matches the tables
     txn = h.env.begin_write(replay=True)
     try:
         for table in DERIVED_TABLES:
@@ -255,6 +256,8 @@ def rebuild(h: Handle, *, progress: Progress | None = None) -> int:
     if h.active_batch() is not None:
         raise CortexError("cannot rebuild inside a batch")
     h.env.hold_writer()  # no other writer appends between the replay and the load (E4)
+    # A repair must not be undone by keyword segments a batch read from damaged tables.
+    h.keywords = None
     try:
         with h.env.read() as reading:
             total = reading.last_seq()
