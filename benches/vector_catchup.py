@@ -6,6 +6,7 @@ Usage::
     .venv/bin/python benches/vector_catchup.py --n 100000 --json
     .venv/bin/python benches/vector_catchup.py --sweep           # also M, ef_construction
     .venv/bin/python benches/vector_catchup.py --runs 1          # one run (default 3)
+    .venv/bin/python benches/vector_catchup.py --dir /mnt/disk   # stores there (default: TMPDIR)
 
 A store of ``--n`` memories of the deterministic workload (``benches/_workload.py``) is
 written in batches of 1,000 with ``sync=False`` and the default
@@ -326,8 +327,9 @@ def main() -> None:
     parser.add_argument(
         "--configs", nargs="*", help="the sweep's M,ef_construction pairs (e.g. 24,100)"
     )
+    parser.add_argument("--dir", type=Path, default=None, help="where the stores go")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="cg-vector-catchup-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cg-vector-catchup-", dir=args.dir) as tmp:
         written = Path(tmp) / "written"
         result: dict[str, Any] = {"n": args.n, "embed_on_write": args.embed_on_write}
         result["write_s"] = write_store(written, args.n, embed_on_write=args.embed_on_write)

@@ -29,11 +29,12 @@ from cortexgraph.cli import main
 from cortexgraph.cortex import sync_vectors
 from cortexgraph.embed import HashEmbedder
 from cortexgraph.vector.hnsw import VectorIndex
+from cortexgraph.vector.parallel import EMBED_BATCH
 from cortexgraph.vector.state import save_due
 
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 64
-CHUNK = 256  # recall._EMBED_BATCH: the back-fill's chunk
+CHUNK = EMBED_BATCH  # the back-fill embeds and caches this many texts at a time
 WORDS = ["deploy", "pipeline", "window", "lunch", "python", "rust", "cache", "index", "merge",
          "review", "friday", "release", "database", "backup", "token"]
 
