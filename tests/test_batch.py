@@ -155,3 +155,36 @@ def test_all_tables_of_a_batch_commit_together(tmp_path: Path) -> None:
             assert txn.get("heads", uri.id) is not None
             assert txn.get("versions", version_key(uri.id, 1)) is not None
         assert all(txn.get("salience", b"m" + uri.id) is not None for uri in uris)
+
+
+@pytest.mark.pure_python
+def test_a_full_map_at_the_keyword_flush_inside_a_batch_grows_the_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reads inside a batch that must see its keyword postings (auto-linking, ingestion)
+    write the open segment first; a full map there grows the map and the batch goes on,
+    instead of the internal ``MapFull`` reaching the caller."""
+    from cortexgraph.store.guards import MapFull
+
+    flush = writing_module.KeywordSegments.flush
+    calls: list[int] = []
+
+    def full_once(self: writing_module.KeywordSegments, txn: object) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise MapFull()
+        flush(self, txn)  # type: ignore[arg-type]
+
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        with cx.batch() as b:
+            uri = b.write(cg.Fact(text="deploy window friday"), at=1_700_000_000_000)
+            before = cx._handle.env.map_size()
+            monkeypatch.setattr(writing_module.KeywordSegments, "flush", full_once)
+            txn = b.keyword_txn()
+            monkeypatch.undo()
+            assert cx._handle.env.map_size() == 2 * before and len(calls) == 2
+            assert txn is b.txn and txn.count("postings") > 0  # the segment is written
+        assert [hit.uri.id for hit in cx.recall("deploy", mode="keyword").hits] == [uri.id]
+        digests = cx.table_digests()
+        cx.rebuild()
+        assert cx.table_digests() == digests

@@ -181,9 +181,14 @@ class Batch:
     def keyword_txn(self) -> WriteTxn:
         """The batch's transaction with its keyword segments written out, for reads of
         the ``postings`` table that must see the batch's own writes (the open segment is
-        otherwise kept in memory until the batch commits)."""
-        self._writer.keywords.flush(self._txn)
-        return self._txn
+        otherwise kept in memory until the batch commits). A full map grows, as it does
+        for the batch's other writes."""
+        while True:
+            try:
+                self._writer.keywords.flush(self._txn)
+                return self._txn
+            except MapFull:
+                self._regrow()  # doubles the map and applies the batch's entries again
 
     def _append(self, entry: Entry) -> None:
         """Journal ``entry`` and apply its derived changes, growing the map if needed."""
