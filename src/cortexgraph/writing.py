@@ -482,7 +482,7 @@ def _live_unless(postings: Postings, killed: set[bytes]) -> np.typing.NDArray[np
     if not killed:
         return np.ones(len(postings), dtype=np.bool_)
     ids = np.ascontiguousarray(postings.ids).view(_ID_VOID).ravel()
-    gone = np.frombuffer(b"".join(sorted(killed)), dtype=_ID_VOID)
+    gone = np.frombuffer(b"".join(killed), dtype=_ID_VOID)
     live: np.typing.NDArray[np.bool_] = ~np.isin(ids, gone)
     return live
 

@@ -526,9 +526,8 @@ def _set_status(
     if status == "active":
         terms = index_terms(_load_version(view, memory_id, head.head, entry.seq).memory())
     index_seq, length = _reindex(keywords, entry.seq, memory_id, before, terms)
-    row = AttrsRow(
-        before.type_name, status, before.pinned, before.priority, before.confidence,
-        before.at, before.created_at, entry.at, before.ns, before.tags, index_seq, length,
+    row = attrs.evolve(
+        before, status=status, updated_at=entry.at, index_seq=index_seq, length=length
     )
     out.append(("salience", attrs_key(memory_id), row.encode()))
     return out

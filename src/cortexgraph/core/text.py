@@ -408,26 +408,28 @@ def tokenize(text: object, *, stem: bool = True, stopwords: bool = True) -> list
     Raises:
         ValidationError: ``text`` is not a string (field ``text``).
     """
+    tokens: list[str] = []
+    for found in _word_tokens(text, stem, stopwords):
+        tokens.extend(found)
+    return tokens
+
+
+def _word_tokens(text: object, stem: object, stopwords: object) -> list[tuple[str, ...]]:
+    """The tokens of each normalised word of ``text``, word by word, from the memo of the
+    options (only a cache: emptied when it grows past :data:`_MEMO_LIMIT`)."""
     if not isinstance(text, str):
         raise ValidationError(f"must be a string, not {type(text).__name__}", field="text")
     stem, stopwords = bool(stem), bool(stopwords)
     memo = _MEMOS[(stem, stopwords)]
-    tokens: list[str] = []
+    out: list[tuple[str, ...]] = []
     for word in _words(text):
         found = memo.get(word)
-        tokens.extend(_analysed(memo, word, stem, stopwords) if found is None else found)
-    return tokens
-
-
-def _analysed(
-    memo: dict[str, tuple[str, ...]], word: str, stem: bool, stopwords: bool
-) -> tuple[str, ...]:
-    """:func:`_analyse` of a word its options' memo lacks, added to the memo (which is only
-    a cache: emptied when it grows past :data:`_MEMO_LIMIT`)."""
-    if len(memo) > _MEMO_LIMIT:
-        memo.clear()
-    tokens = memo[word] = _analyse(word, stem, stopwords)
-    return tokens
+        if found is None:
+            if len(memo) > _MEMO_LIMIT:
+                memo.clear()
+            found = memo[word] = _analyse(word, stem, stopwords)
+        out.append(found)
+    return out
 
 
 def term_counts(text: object, *, stem: bool = True, stopwords: bool = True) -> dict[str, int]:
@@ -439,14 +441,9 @@ def term_counts(text: object, *, stem: bool = True, stopwords: bool = True) -> d
     Raises:
         ValidationError: ``text`` is not a string (field ``text``).
     """
-    if not isinstance(text, str):
-        raise ValidationError(f"must be a string, not {type(text).__name__}", field="text")
-    stem, stopwords = bool(stem), bool(stopwords)
-    memo = _MEMOS[(stem, stopwords)]
     counts: dict[str, int] = {}
-    for word in _words(text):
-        found = memo.get(word)
-        for token in _analysed(memo, word, stem, stopwords) if found is None else found:
+    for found in _word_tokens(text, stem, stopwords):
+        for token in found:
             counts[token] = counts.get(token, 0) + 1
     return counts
 
