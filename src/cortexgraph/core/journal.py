@@ -443,7 +443,7 @@ def apply(
             raise CorruptionError(f"journal entry {entry.seq} is not the next version")
         new = VersionState(entry.seq, entry.at, body_bytes)
         out.append(("versions", version_key(mid, version), new.encode()))
-        head = HeadState(  # attrs.evolve, spelt out: this runs once per update
+        head = HeadState(
             head.ns, head.type_name, version, version, head.status, head.created_at, entry.at,
             head.reason,
         )
@@ -516,7 +516,7 @@ def _set_status(
     """Move a memory to ``status``: head and attributes row; it is indexed at the entry's
     seq if it becomes active, and no longer indexed otherwise."""
     out: list[Mutation] = []
-    changed = HeadState(  # attrs.evolve, spelt out: this runs once per status change
+    changed = HeadState(
         head.ns, head.type_name, head.head, head.latest, status, head.created_at, entry.at,
         reason or head.reason,
     )
@@ -526,9 +526,7 @@ def _set_status(
     if status == "active":
         terms = index_terms(_load_version(view, memory_id, head.head, entry.seq).memory())
     index_seq, length = _reindex(keywords, entry.seq, memory_id, before, terms)
-    row = attrs.evolve(
-        before, status=status, updated_at=entry.at, index_seq=index_seq, length=length
-    )
+    row = before.with_status(status, entry.at, index_seq, length)
     out.append(("salience", attrs_key(memory_id), row.encode()))
     return out
 

@@ -49,13 +49,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Protocol
-
-import attrs
+from typing import ClassVar, Final, Protocol, final
 
 from ..errors import CorruptionError
 from .salience import DEFAULT_WEIGHTS, salience_factors
-from .state import STATUSES
+from .state import STATUSES, DerivedRow
 from .taxonomy import MEMORY_TYPES, WEIGHT_COUNT, WEIGHT_TOTAL, Memory
 
 __all__ = [
@@ -134,28 +132,61 @@ def degree_key(memory_id: bytes) -> bytes:
     return DEGREE + memory_id
 
 
-@attrs.frozen
-class AttrsRow:
+@final
+class AttrsRow(DerivedRow):
     """One memory's attributes row (see the module layout)."""
 
-    type_name: str
-    status: str
-    pinned: bool
-    priority: int
-    confidence: float
-    at: int
-    created_at: int
-    updated_at: int
-    ns: str
-    tags: tuple[str, ...]
-    #: the seq of the entry that last (re)indexed the memory (0: not indexed)
-    index_seq: int = 0
-    #: its keyword-index length (0: not indexed)
-    length: int = 0
+    __slots__ = ("at", "confidence", "created_at", "index_seq", "length", "ns", "pinned",
+                 "priority", "status", "tags", "type_name", "updated_at")  # fmt: skip
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "type_name", "status", "pinned", "priority", "confidence", "at", "created_at",
+        "updated_at", "ns", "tags", "index_seq", "length",
+    )  # fmt: skip
 
-    @classmethod
+    def __init__(
+        self,
+        type_name: str,
+        status: str,
+        pinned: bool,
+        priority: int,
+        confidence: float,
+        at: int,
+        created_at: int,
+        updated_at: int,
+        ns: str,
+        tags: tuple[str, ...],
+        index_seq: int = 0,
+        length: int = 0,
+    ) -> None:
+        self.type_name: Final = type_name
+        self.status: Final = status
+        self.pinned: Final = pinned
+        self.priority: Final = priority
+        self.confidence: Final = confidence
+        self.at: Final = at
+        self.created_at: Final = created_at
+        self.updated_at: Final = updated_at
+        self.ns: Final = ns
+        self.tags: Final = tags
+        #: the seq of the entry that last (re)indexed the memory (0: not indexed)
+        self.index_seq: Final = index_seq
+        #: its keyword-index length (0: not indexed)
+        self.length: Final = length
+
+    def values(self) -> tuple[object, ...]:
+        return (self.type_name, self.status, self.pinned, self.priority, self.confidence,
+                self.at, self.created_at, self.updated_at, self.ns, self.tags, self.index_seq,
+                self.length)  # fmt: skip
+
+    def with_status(self, status: str, updated_at: int, index_seq: int, length: int) -> AttrsRow:
+        """This row with the status, update time and index fields replaced."""
+        return AttrsRow(
+            self.type_name, status, self.pinned, self.priority, self.confidence, self.at,
+            self.created_at, updated_at, self.ns, self.tags, index_seq, length,
+        )  # fmt: skip
+
+    @staticmethod
     def of(
-        cls,
         memory: Memory,
         *,
         ns: str,
@@ -166,7 +197,7 @@ class AttrsRow:
         index_seq: int,
         length: int,
     ) -> AttrsRow:
-        return cls(
+        return AttrsRow(
             memory.type_name,
             status,
             memory.pinned,
@@ -207,8 +238,8 @@ class AttrsRow:
             parts.append(raw)
         return b"".join(parts)
 
-    @classmethod
-    def decode(cls, data: bytes) -> AttrsRow:
+    @staticmethod
+    def decode(data: bytes) -> AttrsRow:
         try:
             (
                 layout, type_code, status, flags, priority, confidence, at, created, updated,
@@ -232,7 +263,7 @@ class AttrsRow:
                 pos += length
             if pos != len(data) or len(ns) != ns_len:
                 raise ValueError("bad length")
-            return cls(
+            return AttrsRow(
                 _TYPE_NAME[type_code],
                 MEMORY_STATUSES[status - 1],
                 bool(flags),

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Final, final
 
 import attrs
 
@@ -36,7 +36,14 @@ from .codec import decode_unchecked
 from .taxonomy import MEMORY_TYPES, Memory
 from .uri import MemoryURI, check_name
 
-__all__ = ["STATUSES", "HeadState", "Record", "VersionState", "memory_from_stored"]
+__all__ = [
+    "STATUSES",
+    "DerivedRow",
+    "HeadState",
+    "Record",
+    "VersionState",
+    "memory_from_stored",
+]
 
 STATUSES = ("active", "tombstoned", "archived", "pruned", "merged")
 _STATUS_CODE = {name: code for code, name in enumerate(STATUSES, start=1)}
@@ -49,18 +56,70 @@ _U16 = struct.Struct(">H")
 _VERSION = struct.Struct(">BQQ")
 
 
-@attrs.frozen
-class HeadState:
+class DerivedRow:
+    """Equality, hashing and a repr by field, for the fixed-layout rows of derived tables.
+
+    The rows are plain classes rather than attrs classes so that the compiled build makes
+    them native: their construction and attribute reads are then C, where they run once or
+    more per memory on the write path and per entry in a replay. Their attributes are
+    ``Final``: mypy rejects an assignment, and compiled, one raises ``AttributeError``.
+    """
+
+    __slots__ = ()
+    #: the fields, in the order :meth:`values` gives them
+    FIELDS: ClassVar[tuple[str, ...]] = ()
+
+    def values(self) -> tuple[object, ...]:
+        """The fields' values, in :data:`FIELDS` order."""
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, DerivedRow)
+        return self.values() == other.values()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.values()))
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{n}={v!r}" for n, v in zip(self.FIELDS, self.values(), strict=True))
+        return f"{type(self).__name__}({fields})"
+
+
+@final
+class HeadState(DerivedRow):
     """The current state of one memory, as stored in ``heads``."""
 
-    ns: str
-    type_name: str
-    head: int
-    latest: int
-    status: str
-    created_at: int
-    updated_at: int
-    reason: str = ""
+    __slots__ = ("created_at", "head", "latest", "ns", "reason", "status", "type_name",
+                 "updated_at")  # fmt: skip
+    FIELDS: ClassVar[tuple[str, ...]] = (
+        "ns", "type_name", "head", "latest", "status", "created_at", "updated_at", "reason"
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        ns: str,
+        type_name: str,
+        head: int,
+        latest: int,
+        status: str,
+        created_at: int,
+        updated_at: int,
+        reason: str = "",
+    ) -> None:
+        self.ns: Final = ns
+        self.type_name: Final = type_name
+        self.head: Final = head
+        self.latest: Final = latest
+        self.status: Final = status
+        self.created_at: Final = created_at
+        self.updated_at: Final = updated_at
+        self.reason: Final = reason
+
+    def values(self) -> tuple[object, ...]:
+        return (self.ns, self.type_name, self.head, self.latest, self.status, self.created_at,
+                self.updated_at, self.reason)  # fmt: skip
 
     def encode(self) -> bytes:
         ns = self.ns.encode("utf-8")
@@ -81,8 +140,8 @@ class HeadState:
             + reason
         )
 
-    @classmethod
-    def decode(cls, data: bytes) -> HeadState:
+    @staticmethod
+    def decode(data: bytes) -> HeadState:
         try:
             layout, type_code, status_code, head, latest, created, updated, ns_len = (
                 _HEAD.unpack_from(data)
@@ -101,45 +160,33 @@ class HeadState:
             raise CorruptionError(f"a head record is malformed ({exc})") from None
         if not 1 <= head <= latest or status_code < 1:
             raise CorruptionError("a head record is inconsistent")
-        if cls is not HeadState:  # pragma: no cover - a subclass gets its own __init__
-            return cls(ns, type_name, head, latest, status, created, updated, reason)
-        # Every value is checked above, so set the slots directly: attrs' frozen __init__
-        # costs about a microsecond on the hot read path.
-        state = _new(cls)
-        _HEAD_SLOTS[0](state, ns)
-        _HEAD_SLOTS[1](state, type_name)
-        _HEAD_SLOTS[2](state, head)
-        _HEAD_SLOTS[3](state, latest)
-        _HEAD_SLOTS[4](state, status)
-        _HEAD_SLOTS[5](state, created)
-        _HEAD_SLOTS[6](state, updated)
-        _HEAD_SLOTS[7](state, reason)
-        return state
+        return HeadState(ns, type_name, head, latest, status, created, updated, reason)
 
 
-@attrs.frozen
-class VersionState:
+@final
+class VersionState(DerivedRow):
     """One stored version of a memory: the entry that wrote it, and its body bytes."""
 
-    seq: int
-    at: int
-    body: bytes
+    __slots__ = ("at", "body", "seq")
+    FIELDS: ClassVar[tuple[str, ...]] = ("seq", "at", "body")
+
+    def __init__(self, seq: int, at: int, body: bytes) -> None:
+        self.seq: Final = seq
+        self.at: Final = at
+        self.body: Final = body
+
+    def values(self) -> tuple[object, ...]:
+        return (self.seq, self.at, self.body)
 
     def encode(self) -> bytes:
         return _VERSION.pack(_LAYOUT, self.seq, self.at) + self.body
 
-    @classmethod
-    def decode(cls, data: bytes) -> VersionState:
+    @staticmethod
+    def decode(data: bytes) -> VersionState:
         if len(data) <= _VERSION.size or data[0] != _LAYOUT:
             raise CorruptionError("a version record is malformed")
         _, seq, at = _VERSION.unpack_from(data)
-        if cls is not VersionState:  # pragma: no cover - a subclass gets its own __init__
-            return cls(seq, at, data[_VERSION.size :])
-        state = _new(cls)
-        _VERSION_SLOTS[0](state, seq)
-        _VERSION_SLOTS[1](state, at)
-        _VERSION_SLOTS[2](state, data[_VERSION.size :])
-        return state
+        return VersionState(seq, at, data[_VERSION.size :])
 
     def memory(self) -> Memory:
         return memory_from_stored(self.body, "a version record")
@@ -157,13 +204,6 @@ def slot_setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
 
 
 _new = object.__new__
-_HEAD_SLOTS = slot_setters(HeadState)
-_VERSION_SLOTS = slot_setters(VersionState)
-_HEAD_FIELDS = ("ns", "type_name", "head", "latest", "status", "created_at", "updated_at")
-if tuple(f.name for f in attrs.fields(HeadState)) != (*_HEAD_FIELDS, "reason") or tuple(
-    f.name for f in attrs.fields(VersionState)
-) != ("seq", "at", "body"):  # pragma: no cover - keep the decoders in step with the fields
-    raise TypeError("HeadState or VersionState changed fields; update their decoders")
 
 #: Bodies already verified, by their exact bytes. A hit means these very bytes passed
 #: every check before; memories are immutable, so sharing the object is safe. Bounded.
