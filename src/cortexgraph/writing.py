@@ -129,14 +129,16 @@ class EntryWriter:
             txn.append_entry(entry.seq, data)
         changes: list[KeywordChange] = []
         mutations = apply(self.identity, entry, txn, trusted=trusted, keywords=changes)
-        txn.apply_mutations(mutations)
         if not isinstance(txn, MemTxn):  # an in-memory table is as quick to read back
             written = self.written
             for table, key, value in mutations:
                 if table in _LEAF_TABLES:
                     written[table, key] = value
+        # The MMR reads only its own rows (and this writer's peaks), which ``apply`` does
+        # not write: its row joins the entry's mutations in one call.
         row = mmr_mutations(self.hash_name, txn.get, entry.seq - 1, data, peaks=self.peaks)
-        txn.apply_mutations(row)
+        mutations.extend(row)
+        txn.apply_mutations(mutations)
         if self.gathered is None:
             self.keywords.advance(txn, entry.seq, changes)
         else:
