@@ -242,6 +242,8 @@ class Environment:
         # another flushes the journal log once per commit and LMDB only at close (L1-L4).
         self._boot = boot_id() if sync and not readonly else None
         self._log: JournalLog | None = None
+        #: the dirty marker's path, as a string: a logged commit checks it is there
+        self._dirty = os.fspath(path / DIRTY_NAME)
         recover: list[LogRecord] | None = None
         with _registry_lock:
             other = _open_paths.get(key)
@@ -461,7 +463,7 @@ class Environment:
         log = self._log
         if log is None:
             log = self._log = JournalLog(self.path)
-        if not os.path.exists(self.path / DIRTY_NAME):
+        if not os.path.exists(self._dirty):
             mark_dirty(self.path, boot)
         entries, rows = txn.logged
         if not entries and not rows:
