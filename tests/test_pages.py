@@ -3,7 +3,6 @@ walk node by node reports, on sound files and on files with damaged leaf pages."
 
 from __future__ import annotations
 
-import shutil
 import struct
 from pathlib import Path
 
@@ -90,7 +89,6 @@ def test_damaged_leaf_pages_are_reported_as_the_walk_node_by_node_reports_them(
                     continue
                 data[start + upper - 8 : start + upper] = bytes(8)
             struct.pack_into("<H", data, at, value)
-            shutil.copyfile(data_file, damaged)
             damaged.write_bytes(bytes(data))
             bulk = [str(p) for p in pages.check_pages(damaged)]
             assert bulk == _node_by_node(damaged, monkeypatch)

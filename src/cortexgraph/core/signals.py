@@ -173,11 +173,6 @@ class AttrsRow(DerivedRow):
         #: its keyword-index length (0: not indexed)
         self.length: Final = length
 
-    def values(self) -> tuple[object, ...]:
-        return (self.type_name, self.status, self.pinned, self.priority, self.confidence,
-                self.at, self.created_at, self.updated_at, self.ns, self.tags, self.index_seq,
-                self.length)  # fmt: skip
-
     def with_status(self, status: str, updated_at: int, index_seq: int, length: int) -> AttrsRow:
         """This row with the status, update time and index fields replaced."""
         return AttrsRow(

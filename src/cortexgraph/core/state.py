@@ -71,7 +71,7 @@ class DerivedRow:
 
     def values(self) -> tuple[object, ...]:
         """The fields' values, in :data:`FIELDS` order."""
-        raise NotImplementedError
+        return tuple(getattr(self, name) for name in self.FIELDS)
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
@@ -116,10 +116,6 @@ class HeadState(DerivedRow):
         self.created_at: Final = created_at
         self.updated_at: Final = updated_at
         self.reason: Final = reason
-
-    def values(self) -> tuple[object, ...]:
-        return (self.ns, self.type_name, self.head, self.latest, self.status, self.created_at,
-                self.updated_at, self.reason)  # fmt: skip
 
     def encode(self) -> bytes:
         ns = self.ns.encode("utf-8")
@@ -174,9 +170,6 @@ class VersionState(DerivedRow):
         self.seq: Final = seq
         self.at: Final = at
         self.body: Final = body
-
-    def values(self) -> tuple[object, ...]:
-        return (self.seq, self.at, self.body)
 
     def encode(self) -> bytes:
         return _VERSION.pack(_LAYOUT, self.seq, self.at) + self.body
