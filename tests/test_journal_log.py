@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import cortexgraph as cg
 import cortexgraph.store.env as env_module
-from cortexgraph.errors import CorruptionError, StorageError
+from cortexgraph.errors import CorruptionError, CortexError, StorageError
 from cortexgraph.store.journal_log import (
     DIRTY_NAME,
     LOG_NAME,
@@ -274,6 +274,140 @@ def test_a_failed_commit_takes_its_record_back(tmp_path: Path) -> None:
         _write_some(cx, 80, 2)
         with env.read() as reader:
             assert env.check_log(reader) == []
+
+
+def _check_log(cx: cg.Cortex) -> list[str]:
+    with cx._handle.env.read() as txn:
+        return cx._handle.env.check_log(txn)
+
+
+def test_a_batch_writes_its_record_before_its_last_work(tmp_path: Path) -> None:
+    """A batch stages its record (L5): once staged, the record is in the file before the
+    commit, and it is the very record the commit flushes; nothing the log carries can be
+    added to the transaction after it."""
+    with cg.open(tmp_path, ACTOR) as cx:
+        _history(cx)
+        env = cx._handle.env
+        before = _logged(tmp_path / ACTOR)
+        with cx.batch() as b:
+            b.write(cg.Fact(text="the staged record holds this fact"), at=T0 + 500)
+            txn = b.txn
+            txn.stage_log()
+            assert txn.staged is not None
+            offset, end = txn.staged
+            assert offset == len(before)
+            raw = (tmp_path / ACTOR / LOG_NAME).read_bytes()
+            assert raw[:offset] == before and raw[offset:end].strip(b"\0")
+            staged = raw[offset:end]
+            txn.stage_log()  # once staged, staging again changes nothing
+            assert txn.staged == (offset, end)
+            with pytest.raises(CortexError, match="record is already written"):
+                txn.append_entry(txn.last_seq() + 1, b"\xa0")
+            with pytest.raises(CortexError, match="record is already written"):
+                txn.put("meta", b"late", b"\x01")
+            with pytest.raises(CortexError, match="record is already written"):
+                txn.put_snapshot(b"late", b"\x01")
+        assert _logged(tmp_path / ACTOR) == before + staged
+        assert _check_log(cx) == []
+        assert env._log_stale == 0
+
+
+def test_an_aborted_batch_takes_its_staged_record_back(tmp_path: Path) -> None:
+    """A transaction that aborts after staging zeroes its record again (L5): the log ends
+    where it did, and the next commit's record takes its place."""
+    with cg.open(tmp_path, ACTOR) as cx:
+        _history(cx)
+        before = (tmp_path / ACTOR / LOG_NAME).read_bytes()
+        seq = cx.seq
+        with pytest.raises(RuntimeError, match="the caller gave up"), cx.batch() as b:
+            for i in range(30):
+                b.write(cg.Fact(text=f"a batch that is rolled back, fact {i}"), at=T0 + i)
+            b.txn.stage_log()
+            assert b.txn.staged is not None
+            raise RuntimeError("the caller gave up")
+        assert (tmp_path / ACTOR / LOG_NAME).read_bytes() == before
+        assert cx.seq == seq
+        _write_some(cx, 600, 2)
+        assert _check_log(cx) == []
+
+
+def test_a_staged_record_that_cannot_be_taken_back_is_cleared_later(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """If zeroing an aborted transaction's staged record fails, the abort still ends the
+    transaction, and the bytes are zeroed before the next record is written: a shorter
+    record must not leave the longer one's tail behind it (the log would read as
+    damaged)."""
+    with cg.open(tmp_path, ACTOR) as cx:
+        _history(cx)
+        env = cx._handle.env
+        before = _logged(tmp_path / ACTOR)
+        failing = {"left": 1}
+        clear_from = JournalLog.clear_from
+
+        def clear_once_failing(self: JournalLog, end: int, stop: int | None = None) -> None:
+            if failing["left"]:
+                failing["left"] -= 1
+                raise StorageError("fake: the disk refused the zeros")
+            clear_from(self, end, stop)
+
+        monkeypatch.setattr(JournalLog, "clear_from", clear_once_failing)
+        with pytest.raises(RuntimeError, match="gave up"), cx.batch() as b:
+            for i in range(40):
+                b.write(cg.Fact(text=f"a long batch that is rolled back, fact {i}"), at=T0 + i)
+            b.txn.stage_log()
+            staged_end = b.txn.staged[1] if b.txn.staged else 0
+            raise RuntimeError("gave up")
+        assert env._log_stale == staged_end > len(before)
+        assert env._writer._depth.n == 0  # the abort ended the transaction all the same
+        uri = cx.write(cg.Fact(text="short"), at=T0 + 900)
+        assert env._log_stale == 0
+        assert _logged(tmp_path / ACTOR).startswith(before)
+        assert _check_log(cx) == []
+        assert cx.exists(uri)
+
+
+def test_a_batch_that_grows_the_map_stages_its_record_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose last work runs out of map aborts (taking its staged record back),
+    grows the map and commits: the log holds the batch once, as the journal does."""
+    taken_back = []
+    stage = env_module.Environment._log_stage
+
+    def counting_stage(self: Any, txn: Any) -> Any:
+        take_back = stage(self, txn)
+        if take_back is None:
+            return None
+        return lambda: (taken_back.append(txn.staged), take_back())
+
+    monkeypatch.setattr(env_module.Environment, "_log_stage", counting_stage)
+    with cg.open(tmp_path, ACTOR, map_size=1 << 16) as cx:
+        start = cx._handle.env.map_size()
+        for round_ in range(4):
+            with cx.batch() as b:
+                for i in range(60):
+                    b.write(
+                        cg.Fact(text=f"round {round_} fact {i} about growing maps"),
+                        at=T0 + round_ * 100 + i,
+                    )
+        assert cx._handle.env.map_size() > start
+        assert cx.seq == 240
+        assert taken_back  # some batch ran out of map after staging its record
+        assert _check_log(cx) == []
+
+
+def test_the_writeback_hint_is_found_on_linux(tmp_path: Path) -> None:
+    """Where log mode runs (Linux), ``sync_file_range`` is found and accepts the call a
+    staged record makes: without it every staged record would silently lose the overlap."""
+    from cortexgraph.store import journal_log
+
+    assert journal_log._range_sync is not None
+    with (tmp_path / "f").open("wb") as f:
+        f.write(b"x" * 5000)
+        f.flush()
+        assert journal_log._range_sync(f.fileno(), 0, 5000, 2) == 0
+        journal_log.start_writeback(f.fileno(), 4096, 904)
 
 
 def test_a_store_without_a_log_gets_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -159,6 +159,9 @@ class Batch:
 
     def _commit(self) -> None:
         try:
+            # the journal log's record goes to the disk while the SMT and the keyword
+            # segment are brought up to date; the commit then flushes it (L5)
+            self._txn.stage_log()
             self._writer.flush(self._txn)
             self._txn.commit()
         except MapFull:

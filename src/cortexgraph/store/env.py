@@ -44,9 +44,10 @@ Map growth (see ``docs/reliability.md``):
   (:class:`WriterLock`): a batch that grows the map re-applies its entries at the seqs it
   computed, which is only right if no other writer committed in between.
 
-Durability: a durable handle on Linux writes in log mode (:mod:`.journal_log`, L1-L4):
+Durability: a durable handle on Linux writes in log mode (:mod:`.journal_log`, L1-L5):
 each commit flushes one record of the journal log, and LMDB commits without flushing until
-the handle closes. A store whose LMDB may have been left torn by a system stop is made again
+the handle closes. A batch writes its record ahead of its last work and flushes it at the
+commit (L5). A store whose LMDB may have been left torn by a system stop is made again
 from its log when it is opened.
 
 Files: ``data.mdb`` and ``lock.mdb`` (LMDB's), ``writer.lock`` (E4; empty, only locked),
@@ -239,9 +240,12 @@ class Environment:
             raise NotFoundError(f"no cortexgraph environment at {path}")
         key = os.path.realpath(path) if exists else os.path.abspath(path)
         # Log mode (store/journal_log.py): a durable handle that can tell this boot from
-        # another flushes the journal log once per commit and LMDB only at close (L1-L4).
+        # another flushes the journal log once per commit and LMDB only at close (L1-L5).
         self._boot = boot_id() if sync and not readonly else None
         self._log: JournalLog | None = None
+        #: the end of a staged record that an abort could not zero (L5): zeroed before
+        #: the next record is written where the log ends
+        self._log_stale = 0
         #: the dirty marker's path, as a string: a logged commit checks it is there
         self._dirty = os.fspath(path / DIRTY_NAME)
         recover: list[LogRecord] | None = None
@@ -447,11 +451,55 @@ class Environment:
             )
         return value[0], value[1]
 
+    def _open_log(self) -> JournalLog:
+        """The journal log, opened at this handle's first logged commit."""
+        log = self._log
+        if log is None:
+            log = self._log = JournalLog(self.path)
+        return log
+
+    def _clear_stale(self, log: JournalLog, offset: int) -> None:
+        """Zero what a staged record that could not be taken back left past ``offset``
+        (the log's end), before another record is written there."""
+        if self._log_stale > offset:
+            log.clear_from(offset, self._log_stale)
+        self._log_stale = 0
+
+    def _log_stage(self, txn: WriteTxn) -> Callable[[], None] | None:
+        """Write ``txn``'s record where the log ends, without flushing it, and start its
+        writeback (L5), so that the flush at the commit overlaps the work left. Only when
+        the record is the transaction's alone (the log ends where ``log_end`` says and
+        holds every entry before this transaction's); otherwise nothing is staged and
+        :meth:`_log_prepare` writes the record as before. Returns what takes the record
+        back if the transaction aborts (None: nothing was written)."""
+        assert txn.logged is not None
+        entries, rows = txn.logged
+        if not entries and not rows:
+            return None
+        log = self._open_log()
+        mark = self._log_end(txn)
+        first_new = txn.last_seq() - len(entries) + 1
+        if mark is None or mark[0] > log.size() or mark[1] + 1 != first_new:
+            return None
+        offset = mark[0]
+        self._clear_stale(log, offset)
+        end = log.write(offset, encode_record(first_new, entries, rows))
+        txn.staged = (offset, end)
+
+        def take_back() -> None:
+            try:
+                log.clear_from(offset, end)
+            except StorageError:  # zeroed before the next record is written (L5)
+                self._log_stale = max(self._log_stale, end)
+
+        return take_back
+
     def _log_prepare(self, txn: WriteTxn) -> Callable[[], None] | None:
         """Before LMDB commits ``txn`` (it will not flush): make sure the dirty marker is
         there (L3), then write and flush the transaction's record (L1) and record where
         the log now ends (L2). Returns what takes the record back should LMDB's commit
-        fail (None: nothing was written).
+        fail (None: nothing was written). A record staged by :meth:`_log_stage` is only
+        flushed.
 
         The first logged commit of a store without a log (made by an earlier release or
         without log mode, or copied without it) writes the log whole instead: every
@@ -460,16 +508,19 @@ class Environment:
         into the record too."""
         boot = self._boot
         assert boot is not None and txn.logged is not None
-        log = self._log
-        if log is None:
-            log = self._log = JournalLog(self.path)
+        log = self._open_log()
         if not os.path.exists(self._dirty):
             mark_dirty(self.path, boot)
+        last = txn.last_seq()
+        if txn.staged is not None:
+            offset, end = txn.staged
+            log.flush(offset, end)
+            txn.put_raw_meta(LOG_END_KEY, encode([end, last]))
+            return lambda: log.clear_from(offset, end)
         entries, rows = txn.logged
         if not entries and not rows:
             return None
         mark = self._log_end(txn)
-        last = txn.last_seq()
         first_new = last - len(entries) + 1  # this transaction's first entry
         whole = mark is None or mark[0] > log.size() or mark[1] >= first_new
         if whole:
@@ -483,6 +534,7 @@ class Environment:
         else:
             assert mark is not None
             offset, start = mark[0], mark[1] + 1
+            self._clear_stale(log, offset)
         chunks: Iterator[list[bytes]]
         if start < first_new:  # entries the log lacks: read back, in records of a bound size
             journal = txn.iter_items("journal", b"", seq_key(start))
@@ -499,6 +551,7 @@ class Environment:
             end = log.append(end, encode_record(seq, [], rows))
         if whole:
             log.clear_from(end)  # what an earlier log held past the new one's end
+            self._log_stale = 0
         txn.put_raw_meta(LOG_END_KEY, encode([end, last]))
         return lambda: log.clear_from(offset, None if whole else end)
 
@@ -757,14 +810,21 @@ class Environment:
         except BaseException:
             writer.release()
             raise
+        stage = None
         if not logged:
             prepare = None
         elif self._boot is not None:
-            prepare = self._log_prepare
+            prepare, stage = self._log_prepare, self._log_stage
         else:
             prepare = self._unlog_prepare
         return WriteTxn(
-            txn, self.dbs, self.path, on_end=self._end_write, replay=replay, prepare=prepare
+            txn,
+            self.dbs,
+            self.path,
+            on_end=self._end_write,
+            replay=replay,
+            prepare=prepare,
+            stage=stage,
         )
 
     def _end_write(self) -> None:

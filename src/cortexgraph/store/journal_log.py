@@ -8,7 +8,7 @@ LMDB without a flush. The log therefore holds, from the store's creation on, eve
 entry and every ``meta`` and ``snapshots`` row: everything but the derived tables and the
 caches, which a rebuild makes again.
 
-The rules that keep this as safe as LMDB's own durable commit (L1-L4):
+The rules that keep this as safe as LMDB's own durable commit (L1-L5):
 
 - L1 a transaction is reported done only after its record is flushed, and LMDB commits
   after the flush; a commit that fails truncates the record away again.
@@ -26,6 +26,13 @@ The rules that keep this as safe as LMDB's own durable commit (L1-L4):
   log (the journal and rows loaded as they are, the derived tables rebuilt by the facade).
 - L4 where no boot id can be read (systems other than Linux), log mode is off and LMDB
   flushes its own commits as before.
+- L5 a transaction may write its record early, not flushed ("staged"): a batch does so
+  once its entries are all appended, before its last work (the SMT and the keyword
+  segment), and asks the kernel to start writing it back (:func:`start_writeback`); the
+  commit then only flushes it. A staged transaction adds nothing more that the log
+  carries (refused), and one that aborts zeroes its record again and flushes the zeros,
+  so that no recovery brings it back; zeros that cannot be written are written before
+  the next record.
 
 The file: an 8-byte header (:data:`MAGIC`), then records, then zeros to the file's end (the
 file grows by zeros a megabyte or more at a time, so that an append overwrites zeros in
@@ -40,9 +47,11 @@ length of 0 before the end, is damage, reported as such.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import struct
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +75,7 @@ __all__ = [
     "encode_record",
     "fsync_dir",
     "mark_dirty",
+    "start_writeback",
 ]
 
 LOG_NAME = "journal.log"
@@ -83,6 +93,34 @@ _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 #: ``fdatasync`` where the system has it (not macOS: a log written on Linux may be recovered
 #: there), else ``fsync``
 _datasync = getattr(os, "fdatasync", os.fsync)
+
+
+def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
+    """Linux's ``sync_file_range`` from the C library (None where there is none)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        function = ctypes.CDLL(None, use_errno=True).sync_file_range
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNC_FILE_RANGE_WRITE = 2  # start writing the range's dirty pages; do not wait
+_range_sync = _sync_file_range()
+
+
+def start_writeback(fd: int, offset: int, count: int) -> None:
+    """Ask the kernel to start writing ``count`` bytes of ``fd`` from ``offset`` to the
+    disk, and return at once (``sync_file_range`` with ``SYNC_FILE_RANGE_WRITE``). A
+    flush that follows after other work then mostly waits for the disk's cache flush,
+    not for the write too: on this project's bench machine a record's ``fdatasync``
+    took 96 µs after 50 µs of other work instead of 155 µs. Only a hint: it makes
+    nothing durable, and where the call is missing or fails nothing is lost but time."""
+    if _range_sync is not None:
+        _range_sync(fd, offset, count, _SYNC_FILE_RANGE_WRITE)
 
 Row = tuple[str, bytes, bytes | None]
 
@@ -273,15 +311,41 @@ class JournalLog:
             StorageError: the write or the flush failed (what was written is cleared
                 again when possible).
         """
+        end = self.write(offset, record)
+        self.flush(offset, end)
+        return end
+
+    def write(self, offset: int, record: bytes) -> int:
+        """Write ``record`` at ``offset`` without waiting for the disk, and start writing
+        it back (:func:`start_writeback`): the first half of :meth:`append`, which a
+        commit does ahead of its last work so that :meth:`flush` then finds the record on
+        its way (L5). Returns the offset just past the record.
+
+        Raises:
+            StorageError: the write failed (what was written is cleared again when
+                possible).
+        """
         end = offset + len(record)
         try:
             self._reserve(end)
             self._write_at(offset, record)
+        except OSError as exc:
+            self.clear_from(offset, end)
+            raise io_error(exc, self.path, "append to") from exc
+        start_writeback(self._fd, offset, len(record))
+        return end
+
+    def flush(self, offset: int, end: int) -> None:
+        """Flush the record :meth:`write` wrote from ``offset`` to ``end`` (L1).
+
+        Raises:
+            StorageError: the flush failed (the record is cleared again when possible).
+        """
+        try:
             _datasync(self._fd)
         except OSError as exc:
             self.clear_from(offset, end)
             raise io_error(exc, self.path, "append to") from exc
-        return end
 
     def clear_from(self, end: int, stop: int | None = None) -> None:
         """Zero the log from ``end`` (to ``stop``, default the file's end) and flush: the

@@ -138,7 +138,18 @@ class WriteTxn(ReadTxn):
     or aborts (once); ``on_end`` gives both back.
     """
 
-    __slots__ = ("_on_end", "_prepare", "entries", "live", "logged", "mutations", "replay")
+    __slots__ = (
+        "_on_end",
+        "_prepare",
+        "_stage",
+        "_take_back",
+        "entries",
+        "live",
+        "logged",
+        "mutations",
+        "replay",
+        "staged",
+    )
 
     def __init__(
         self,
@@ -149,6 +160,7 @@ class WriteTxn(ReadTxn):
         on_end: Callable[[], None],
         replay: bool = False,
         prepare: Callable[[WriteTxn], Callable[[], None] | None] | None = None,
+        stage: Callable[[WriteTxn], Callable[[], None] | None] | None = None,
     ) -> None:
         super().__init__(txn, dbs, path)
         self._on_end = on_end
@@ -159,6 +171,11 @@ class WriteTxn(ReadTxn):
         self.logged: tuple[list[bytes], list[tuple[str, bytes, bytes | None]]] | None = (
             None if prepare is None else ([], [])
         )
+        # The step that writes the record ahead of the commit, unflushed (L5), and once it
+        # ran, the record's place in the log and what takes it back on an abort.
+        self._stage = stage
+        self.staged: tuple[int, int] | None = None
+        self._take_back: Callable[[], None] | None = None
         self.entries = 0
         self.mutations = 0
         self.live = True
@@ -169,9 +186,17 @@ class WriteTxn(ReadTxn):
             return MapFull()
         return self._error(exc, table, operation)
 
+    def _logging(self, what: str) -> None:
+        """Refuse what the journal log carries once the record is staged (L5)."""
+        if self.staged is not None:
+            raise CortexError(
+                f"cannot {what}: this transaction's journal log record is already written"
+            )
+
     def put(self, table: str, key: bytes, value: bytes) -> None:
         self.mutations += 1
         if self.logged is not None and table in LOGGED_TABLES:
+            self._logging(f"put a {table} row")
             self.logged[1].append((table, key, value))
         try:
             self._txn.put(key, value, True, True, False, self._dbs[table])
@@ -181,6 +206,7 @@ class WriteTxn(ReadTxn):
     def delete(self, table: str, key: bytes) -> None:
         self.mutations += 1
         if self.logged is not None and table in LOGGED_TABLES:
+            self._logging(f"delete a {table} row")
             self.logged[1].append((table, key, None))
         try:
             self._txn.delete(key, b"", self._dbs[table])
@@ -226,6 +252,7 @@ class WriteTxn(ReadTxn):
 
     def append_entry(self, seq: int, data: bytes) -> None:
         """Append one journal entry at ``seq`` (J1: never overwrites)."""
+        self._logging("append a journal entry")
         try:
             # put(key, value, dupdata, overwrite=False, append, db)
             added = self._txn.put(seq_key(seq), data, True, False, False, self._dbs["journal"])
@@ -256,6 +283,8 @@ class WriteTxn(ReadTxn):
     def put_snapshot(self, key: bytes, value: bytes) -> None:
         """Store a snapshot manifest. Snapshots are records *about* the journal, not
         mutations of memory state, so they need no journal entry (J2 does not apply)."""
+        if self.logged is not None:
+            self._logging("store a snapshot")
         try:
             self._txn.put(key, value, db=self._dbs["snapshots"])
         except lmdb.Error as exc:
@@ -271,6 +300,14 @@ class WriteTxn(ReadTxn):
         except lmdb.Error as exc:
             raise self._write_error(exc, table, "drop") from None
 
+    def stage_log(self) -> None:
+        """Write this transaction's journal log record now, ahead of the commit that
+        flushes it, so that the disk writes it while the transaction's last work runs
+        (L5). After it the transaction appends no journal entry and puts no row the log
+        carries. Nothing happens outside log mode, or when already staged."""
+        if self._stage is not None and self.staged is None and self.live:
+            self._take_back = self._stage(self)
+
     def commit(self) -> None:
         if self.mutations and not self.entries and not self.replay:
             self.abort()
@@ -282,6 +319,7 @@ class WriteTxn(ReadTxn):
         except BaseException:
             self.abort()  # the log's record was not flushed: LMDB must not commit either
             raise
+        self._take_back = None  # from here on ``undo`` is what takes the record back
         try:
             self._txn.commit()
         except BaseException as exc:
@@ -298,7 +336,12 @@ class WriteTxn(ReadTxn):
             try:
                 self._txn.abort()
             finally:
-                self._end()
+                take_back, self._take_back = self._take_back, None
+                try:
+                    if take_back is not None:
+                        take_back()  # a staged record, under the writer lock still (L5)
+                finally:
+                    self._end()
 
     def _end(self) -> None:
         if self.live:
