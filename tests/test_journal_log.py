@@ -397,6 +397,25 @@ def test_a_batch_that_grows_the_map_stages_its_record_again(
         assert _check_log(cx) == []
 
 
+def test_a_large_log_grows_by_a_bounded_step(tmp_path: Path) -> None:
+    """The log grows by zeros ahead of its records, by an eighth of its size but never by
+    more than 16 MiB at once (beyond what the record needs): one commit into a large log
+    must not write tens of megabytes of zeros."""
+    log = JournalLog(tmp_path)
+    try:
+        size = 512 << 20  # a log of 512 MiB (sparse): an eighth would be 64 MiB
+        os.truncate(log.path, size)
+        end = log.append(size - 10, b"\0\0\0\x01" + b"x" * 100)
+        grown = log.size()
+        assert end < grown <= size + (16 << 20)
+        assert grown - size >= 1 << 20
+        big = b"y" * (20 << 20)  # a record bigger than the step still fits
+        end = log.append(grown - 10, big)
+        assert log.size() >= end
+    finally:
+        log.close()
+
+
 def test_the_writeback_hint_is_found_on_linux(tmp_path: Path) -> None:
     """Where log mode runs (Linux), ``sync_file_range`` is found and accepts the call a
     staged record makes: without it every staged record would silently lose the overlap."""

@@ -35,7 +35,7 @@ The rules that keep this as safe as LMDB's own durable commit (L1-L5):
   the next record.
 
 The file: an 8-byte header (:data:`MAGIC`), then records, then zeros to the file's end (the
-file grows by zeros a megabyte or more at a time, so that an append overwrites zeros in
+file grows by zeros a megabyte to 16 MiB at a time, so that an append overwrites zeros in
 place and its flush writes no file metadata). A record is a 4-byte big-endian length ``n``
 (never 0), ``n`` bytes of canonical CBOR ``[first_seq, [entry, ...], [[table, key,
 value-or-null], ...]]`` and the 32-byte BLAKE3 of the length and the CBOR. A scan ends at a
@@ -89,6 +89,9 @@ _LEN = struct.Struct(">I")
 _HASH = 32
 _MAX_RECORD = 1 << 31  # a record's CBOR is at most this long: a bigger length is damage
 _GROW = 1 << 20  # the file grows by zeros in steps of at least this
+#: and of at most this (unless one record needs more): growing by an eighth of a large log
+#: would make one commit write tens of megabytes of zeros
+_GROW_MAX = 16 << 20
 _BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 #: ``fdatasync`` where the system has it (not macOS: a log written on Linux may be recovered
 #: there), else ``fsync``
@@ -296,7 +299,7 @@ class JournalLog:
         size = self.size()
         if end <= size:
             return
-        grown = max(end, size + max(_GROW, size // 8))
+        grown = max(end, size + min(max(_GROW, size // 8), _GROW_MAX))
         grown += -grown % _GROW
         self._write_at(size, bytes(grown - size))
 

@@ -194,20 +194,20 @@ class WriteTxn(ReadTxn):
             )
 
     def put(self, table: str, key: bytes, value: bytes) -> None:
-        self.mutations += 1
         if self.logged is not None and table in LOGGED_TABLES:
             self._logging(f"put a {table} row")
             self.logged[1].append((table, key, value))
+        self.mutations += 1
         try:
             self._txn.put(key, value, True, True, False, self._dbs[table])
         except lmdb.Error as exc:
             raise self._write_error(exc, table, "put") from None
 
     def delete(self, table: str, key: bytes) -> None:
-        self.mutations += 1
         if self.logged is not None and table in LOGGED_TABLES:
             self._logging(f"delete a {table} row")
             self.logged[1].append((table, key, None))
+        self.mutations += 1
         try:
             self._txn.delete(key, b"", self._dbs[table])
         except lmdb.Error as exc:
