@@ -38,7 +38,7 @@ from cortexgraph.core.graph import EdgeState
 from cortexgraph.core.journal import decode_entry
 from cortexgraph.core.keys import seq_from_key
 from cortexgraph.core.segments import block_term, decode_block, decode_stats
-from cortexgraph.core.signals import AttrsRow
+from cortexgraph.core.signals import AttrsRow, decode_attrs_rows
 from cortexgraph.core.smt_store import smt_store_get
 from cortexgraph.core.state import HeadState, VersionState
 from cortexgraph.store.env import TABLES
@@ -129,6 +129,7 @@ DECODERS: dict[str, Callable[[bytes], object]] = {
     "VersionState": _version_memory,
     "EdgeState": EdgeState.decode,
     "AttrsRow": AttrsRow.decode,
+    "AttrsRow, many at once": lambda data: decode_attrs_rows([data, data]),
     "keyword block": decode_block,
     "keyword block lookup": lambda data: block_term(data, b"deploy"),
     "keyword statistics": decode_stats,

@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import ClassVar, Final, Protocol, final
+from typing import Any, ClassVar, Final, NamedTuple, Protocol, final
+
+import numpy as np
 
 from ..errors import CorruptionError
 from .salience import DEFAULT_WEIGHTS, salience_factors
@@ -61,11 +63,13 @@ __all__ = [
     "MEMORY_STATUSES",
     "CANDIDATE",
     "CONSOLIDATION_PPM",
+    "AttrsColumns",
     "AttrsRow",
     "candidate_key",
     "access_key",
     "access_mutations",
     "attrs_key",
+    "decode_attrs_rows",
     "degree_key",
     "degree_mutations",
     "index_seq_of",
@@ -95,6 +99,24 @@ _U64 = struct.Struct(">Q")
 _ACCESS = struct.Struct(">IQ")
 _WEIGHTS = struct.Struct(">" + "I" * WEIGHT_COUNT)
 _LAYOUT = 2
+#: ``_ROW`` as numpy reads it, for :func:`decode_attrs_rows`
+_ROW_DTYPE = np.dtype(
+    [
+        ("layout", "u1"),
+        ("type", "u1"),
+        ("status", "u1"),
+        ("flags", "u1"),
+        ("priority", "u1"),
+        ("confidence", ">f8"),
+        ("at", ">u8"),
+        ("created", ">u8"),
+        ("updated", ">u8"),
+        ("index_seq", ">u8"),
+        ("length", ">u4"),
+        ("ns_len", "u1"),
+    ]
+)
+assert _ROW_DTYPE.itemsize == _ROW.size
 
 ATTRS = b"m"
 ACCESS = b"a"
@@ -242,6 +264,8 @@ class AttrsRow(DerivedRow):
             ) = _ROW.unpack_from(data)  # fmt: skip
             if layout != _LAYOUT or flags > 1 or not 1 <= priority <= 10:
                 raise ValueError("bad layout, flags or priority")
+            if not 1 <= status <= len(MEMORY_STATUSES):
+                raise ValueError(f"bad status {status}")
             if index_seq == 0 and indexed_length:
                 raise ValueError("a length without an index seq")
             if not 0.0 <= confidence <= 1.0:
@@ -274,6 +298,131 @@ class AttrsRow(DerivedRow):
             )
         except (struct.error, ValueError, KeyError, IndexError) as exc:
             raise CorruptionError(f"an attributes row is malformed ({exc})") from None
+
+
+class AttrsColumns(NamedTuple):
+    """Many attributes rows decoded at once (:func:`decode_attrs_rows`), one array per
+    field, a row per element. Namespaces and tag lists are numbered by first appearance,
+    in row order."""
+
+    type_code: Any  # uint8: the type's code (``core.taxonomy``)
+    status_code: Any  # uint8: 1 + the status's index in MEMORY_STATUSES
+    pinned: Any  # bool
+    priority: Any  # int64
+    confidence: Any  # float64
+    at: Any  # int64
+    updated_at: Any  # int64
+    index_seq: Any  # int64
+    length: Any  # int64
+    ns_of: Any  # int64: the row's namespace, an index into ``ns_names``
+    ns_names: tuple[str, ...]
+    tag_of: Any  # int64: the row's tags, an index into ``tag_sets``
+    tag_sets: tuple[tuple[str, ...], ...]
+
+
+_TYPE_KNOWN = np.zeros(256, dtype=np.bool_)
+_TYPE_KNOWN[sorted(_TYPE_NAME)] = True
+_INT64_LIMIT = 1 << 63
+
+
+def decode_attrs_rows(rows: list[bytes]) -> AttrsColumns | None:
+    """Decode many attributes rows at once: what :meth:`AttrsRow.decode` gives row by
+    row, as columns. The fixed part of every row is read by numpy in one go, and the
+    namespace and tags once per distinct tail (most memories share a few), so a row
+    costs a slice and a dict lookup instead of a decode.
+
+    Returns:
+        The columns, or None when a row is not well formed (or holds a time or seq too
+        large for a signed 64-bit column): decoding the rows one by one then says which
+        and why.
+    """
+    size = _ROW.size
+    count = len(rows)
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=count)
+    if count and int(lengths.min()) <= size:  # a row ends before its tag count
+        return None
+    head = np.frombuffer(b"".join([row[:size] for row in rows]), dtype=_ROW_DTYPE)
+    tails: dict[bytes, int] = {}  # everything from the namespace's length on
+    tail_of = np.fromiter(
+        (tails.setdefault(row[size - 1 :], len(tails)) for row in rows),
+        dtype=np.int64,
+        count=count,
+    )
+    ns_codes: dict[str, int] = {}
+    tag_codes: dict[tuple[str, ...], int] = {}
+    ns_of_tail = np.zeros(len(tails), dtype=np.int64)
+    tags_of_tail = np.zeros(len(tails), dtype=np.int64)
+    for tail, code in tails.items():  # in the order of their first rows
+        parsed = _parse_tail(tail)
+        if parsed is None:
+            return None
+        ns_of_tail[code] = ns_codes.setdefault(parsed[0], len(ns_codes))
+        tags_of_tail[code] = tag_codes.setdefault(parsed[1], len(tag_codes))
+    status = head["status"]
+    priority = head["priority"]
+    confidence = head["confidence"].astype(np.float64)
+    index_seq = head["index_seq"]
+    length = head["length"]
+    good = (
+        (head["layout"] == _LAYOUT)
+        & (head["flags"] <= 1)
+        & (priority >= 1)
+        & (priority <= 10)
+        & (status >= 1)
+        & (status <= len(MEMORY_STATUSES))
+        & ((index_seq != 0) | (length == 0))
+        & (confidence >= 0.0)
+        & (confidence <= 1.0)
+        & _TYPE_KNOWN[head["type"]]
+        & (head["at"] < _INT64_LIMIT)
+        & (head["updated"] < _INT64_LIMIT)
+        & (index_seq < _INT64_LIMIT)
+    )
+    if not bool(good.all()):
+        return None
+    return AttrsColumns(
+        type_code=head["type"].astype(np.uint8),
+        status_code=status.astype(np.uint8),
+        pinned=head["flags"] == 1,
+        priority=priority.astype(np.int64),
+        confidence=confidence,
+        at=head["at"].astype(np.int64),
+        updated_at=head["updated"].astype(np.int64),
+        index_seq=index_seq.astype(np.int64),
+        length=length.astype(np.int64),
+        ns_of=ns_of_tail[tail_of],
+        ns_names=tuple(ns_codes),
+        tag_of=tags_of_tail[tail_of],
+        tag_sets=tuple(tag_codes),
+    )
+
+
+def _parse_tail(tail: bytes) -> tuple[str, tuple[str, ...]] | None:
+    """The namespace and tags of an attributes row's tail (from its namespace's length
+    byte on), checked as :meth:`AttrsRow.decode` checks them; None if malformed."""
+    size = len(tail)
+    ns_len = tail[0]
+    pos = 1 + ns_len
+    if pos >= size:
+        return None
+    count = tail[pos]
+    pos += 1
+    try:
+        ns = tail[1 : 1 + ns_len].decode("utf-8")
+        tags: list[str] = []
+        for _ in range(count):
+            if pos + 2 > size:
+                return None
+            end = pos + 2 + ((tail[pos] << 8) | tail[pos + 1])
+            if end > size:
+                return None
+            tags.append(tail[pos + 2 : end].decode("utf-8"))
+            pos = end
+    except UnicodeDecodeError:
+        return None
+    if pos != size or len(ns) != ns_len:
+        return None
+    return ns, tuple(tags)
 
 
 def index_seq_of(row: bytes) -> int:

@@ -48,6 +48,7 @@ from ..core.signals import (
     DEGREE,
     MEMORY_STATUSES,
     AttrsRow,
+    decode_attrs_rows,
     max_access,
     max_in_degree,
     read_access,
@@ -120,6 +121,70 @@ _SIGNAL_COLUMNS = ("access", "indeg")
 #: ids (``conf_ppm``, ``prio_ppm``, ``idkey``, ``idlo``) or starts them at 0 (``gen``)
 STORED_COLUMNS = {name: _COLUMNS[name] for name in (*_ATTR_COLUMNS, *_SIGNAL_COLUMNS)}
 _STATUS_NAME = {code: name for name, code in STATUS_CODE.items()}
+
+
+def _attrs_row_by_row(
+    values: list[bytes],
+) -> tuple[dict[str, Any], tuple[tuple[str, ...], ...], Rows, tuple[str, ...]]:
+    """The attribute columns of a build, decoding one row at a time (``AttrsRow.decode``
+    raises on the row that is malformed): the columns, the tag sets, each row's tag set
+    and the namespaces, numbered by first appearance."""
+    tag_sets: dict[tuple[str, ...], int] = {}
+    tag_of: list[int] = []
+    ns_codes: dict[str, int] = {}
+    values_of: dict[str, list[Any]] = {name: [] for name in _ATTR_COLUMNS}
+    types, statuses, pinned, priorities, confidences, ats, updates, nss, dlens, iseqs = (
+        values_of[name] for name in _ATTR_COLUMNS
+    )
+    for value in values:
+        attrs = AttrsRow.decode(value)
+        tag_of.append(tag_sets.setdefault(attrs.tags, len(tag_sets)))
+        types.append(TYPE_CODE[attrs.type_name])
+        statuses.append(STATUS_CODE[attrs.status])
+        pinned.append(attrs.pinned)
+        priorities.append(attrs.priority)
+        confidences.append(attrs.confidence)
+        ats.append(attrs.at)
+        updates.append(attrs.updated_at)
+        nss.append(ns_codes.setdefault(attrs.ns, len(ns_codes)))
+        dlens.append(attrs.length)
+        iseqs.append(attrs.index_seq)
+    columns = {name: np.asarray(values_of[name], dtype=_COLUMNS[name]) for name in _ATTR_COLUMNS}
+    tags = np.asarray(tag_of, dtype=np.int64)
+    return columns, tuple(tag_sets), tags, tuple(ns_codes)
+
+
+def _tag_rows(tag_sets: tuple[tuple[str, ...], ...], tag_of: Rows) -> list[tuple[str, Rows]]:
+    """Each tag that some row carries, with its rows in ascending order: the rows whose
+    tag list (``tag_of``, an index into ``tag_sets``) holds it. Tags come in the order
+    they first appear in the tag lists that rows use.
+
+    Done with array operations over the (row, tag) pairs rather than a step per tag list:
+    a store may hold tens of thousands of distinct tag lists.
+    """
+    used = (np.bincount(tag_of, minlength=len(tag_sets)) > 0).tolist()
+    numbers: dict[str, int] = {}
+    flat: list[int] = []
+    starts = [0]
+    for tags, in_use in zip(tag_sets, used, strict=True):
+        if in_use:
+            for tag in tags:
+                flat.append(numbers.setdefault(tag, len(numbers)))
+        starts.append(len(flat))
+    bounds = np.asarray(starts, dtype=np.int64)
+    sizes = (bounds[1:] - bounds[:-1])[tag_of]  # how many tags each row carries
+    total = int(sizes.sum())
+    if not total:
+        return []
+    ends = np.cumsum(sizes)
+    # the position in ``flat`` of each (row, tag) pair: its list's start, plus its place
+    places = np.repeat(bounds[:-1][tag_of] - (ends - sizes), sizes) + np.arange(total)
+    pair_tag = np.asarray(flat, dtype=np.int64)[places]
+    pair_row = np.repeat(np.arange(len(tag_of), dtype=np.int64), sizes)
+    order = np.argsort(pair_tag, kind="stable")  # rows stay ascending within a tag
+    cuts = np.searchsorted(pair_tag[order], np.arange(len(numbers) + 1)).tolist()
+    rows = pair_row[order]
+    return [(tag, rows[cuts[number] : cuts[number + 1]]) for tag, number in numbers.items()]
 
 
 def type_name(code: int) -> str:
@@ -264,39 +329,33 @@ class Table:
     def _build(self, txn: ReadTxn) -> None:
         """Load every attributes row: the state ``_set_attrs`` would leave, row by row.
 
-        Built in bulk (Python lists, then one array per column, and posting lists made
-        from the columns at the end, by :meth:`_fill`) because numpy scalar stores cost
-        about as much as decoding a row.
+        Built in bulk: the rows are read in one cursor walk and decoded column by column
+        (``core.signals.decode_attrs_rows``), and the posting lists are made from the
+        columns at the end (:meth:`_fill`). A row that does not decode so is decoded
+        again one row at a time, which names what is wrong.
         """
-        ids: list[bytes] = []
-        tag_sets: dict[tuple[str, ...], int] = {}
-        tag_of: list[int] = []
-        ns_codes: dict[str, int] = {}
-        values: dict[str, list[Any]] = {name: [] for name in _ATTR_COLUMNS}
-        types, statuses, pinned, priorities, confidences, ats, updates, nss, dlens, iseqs = (
-            values[name] for name in _ATTR_COLUMNS
-        )
-        for key, value in txn.iter_items("salience", ATTRS):
-            attrs = AttrsRow.decode(value)
-            ids.append(bytes(key[1:]))
-            tag_of.append(tag_sets.setdefault(attrs.tags, len(tag_sets)))
-            types.append(TYPE_CODE[attrs.type_name])
-            statuses.append(STATUS_CODE[attrs.status])
-            pinned.append(attrs.pinned)
-            priorities.append(attrs.priority)
-            confidences.append(attrs.confidence)
-            ats.append(attrs.at)
-            updates.append(attrs.updated_at)
-            nss.append(ns_codes.setdefault(attrs.ns, len(ns_codes)))
-            dlens.append(attrs.length)
-            iseqs.append(attrs.index_seq)
-        count = len(ids)
-        columns = {name: np.asarray(values[name], dtype=_COLUMNS[name]) for name in _ATTR_COLUMNS}
+        keys, values = txn.prefix_range("salience", ATTRS)
+        ids = [key[1:] for key in keys]  # rows come in id order (the rows' key order)
+        decoded = decode_attrs_rows(values)
+        if decoded is None:
+            columns, tag_sets, tag_of, ns_names = _attrs_row_by_row(values)
+        else:
+            columns = {
+                "type": decoded.type_code,
+                "status": decoded.status_code,
+                "pinned": decoded.pinned,
+                "priority": decoded.priority,
+                "confidence": decoded.confidence,
+                "at": decoded.at,
+                "updated": decoded.updated_at,
+                "ns": decoded.ns_of.astype(_COLUMNS["ns"]),
+                "dlen": decoded.length,
+                "iseq": decoded.index_seq,
+            }
+            tag_sets, tag_of, ns_names = decoded.tag_sets, decoded.tag_of, decoded.ns_names
         for name in _SIGNAL_COLUMNS:  # read below, once the rows are numbered
-            columns[name] = np.zeros(count, dtype=_COLUMNS[name])
-        # rows come in id order (the attributes rows' key order)
-        tags = np.asarray(tag_of, dtype=np.int64)
-        image = TableImage(-1, b"".join(ids), columns, tuple(tag_sets), tags, tuple(ns_codes))
+            columns[name] = np.zeros(len(ids), dtype=_COLUMNS[name])
+        image = TableImage(-1, b"".join(ids), columns, tag_sets, tag_of, ns_names)
         self._fill(image, ids)
         for prefix, column in ((ACCESS, self.cols["access"]), (DEGREE, self.cols["indeg"])):
             for key, value in txn.iter_items("salience", prefix):
@@ -346,16 +405,8 @@ class Table:
                 if kind == "type" or code != ACTIVE:
                     postings[kind, names[code]] = set(np.flatnonzero(column == code).tolist())
         if count:
-            order = np.argsort(image.tag_of, kind="stable")
-            bounds = np.searchsorted(image.tag_of[order], np.arange(len(tag_sets) + 1)).tolist()
-            parts: dict[str, list[Rows]] = {}
-            for index, tags in enumerate(tag_sets):
-                if tags and bounds[index] < bounds[index + 1]:
-                    rows = order[bounds[index] : bounds[index + 1]]
-                    for tag in tags:
-                        parts.setdefault(tag, []).append(rows)
-            for tag, chunks in parts.items():
-                postings["tag", tag] = set(np.concatenate(chunks).tolist())
+            for tag, rows in _tag_rows(tag_sets, image.tag_of):
+                postings["tag", tag] = set(rows.tolist())
 
     def export(self) -> TableImage:
         """The table as a build at :attr:`seq` would number it (rows in id order; what
