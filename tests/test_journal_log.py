@@ -451,6 +451,45 @@ def test_a_store_without_a_log_gets_one(tmp_path: Path, monkeypatch: pytest.Monk
         assert _state(cx) == expected
 
 
+def test_a_system_stop_while_a_store_gets_its_first_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first logged commit of a store without a log writes the whole log; a system
+    stop in the middle of that write leaves a torn log. LMDB was flushed before (the store
+    had no unflushed commit), so it must stay trusted: the dirty marker is created only
+    once the log is flushed, and the store opens as it was, without that commit."""
+    monkeypatch.setattr(env_module, "boot_id", lambda: None)
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        expected = _state(cx)
+    monkeypatch.undo()
+    stopped = tmp_path / "stopped"
+    append = JournalLog.append
+
+    def append_and_stop(self: JournalLog, offset: int, record: bytes) -> int:
+        end = append(self, offset, record)
+        if not stopped.exists():
+            # the disk as a stop in the middle of the write leaves it: half the record
+            _stage_system_stop(tmp_path / "a", stopped, damage=False)
+            marker = stopped / ACTOR / DIRTY_NAME
+            if not (tmp_path / "a" / ACTOR / DIRTY_NAME).exists():
+                marker.unlink()  # no marker was there to copy
+            with (stopped / ACTOR / LOG_NAME).open("r+b") as f:
+                f.truncate(offset + len(record) // 2)
+        return end
+
+    monkeypatch.setattr(JournalLog, "append", append_and_stop)
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _write_some(cx, 50, 2)
+    monkeypatch.undo()
+    assert stopped.exists()
+    with cg.open(stopped, ACTOR) as cx:
+        assert _state(cx) == expected
+        _write_some(cx, 60, 2)  # the next logged commit writes the log whole again
+        assert _check_log(cx) == []
+    assert cg.verify(stopped, ACTOR).ok
+
+
 def test_entries_of_a_handle_without_log_mode_are_caught_up(tmp_path: Path) -> None:
     """A ``sync=False`` handle does not write the log; what it commits marks the log as
     behind (``log_end`` goes), so verify has nothing to hold against it, and the next

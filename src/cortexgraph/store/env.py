@@ -495,31 +495,33 @@ class Environment:
         return take_back
 
     def _log_prepare(self, txn: WriteTxn) -> Callable[[], None] | None:
-        """Before LMDB commits ``txn`` (it will not flush): make sure the dirty marker is
-        there (L3), then write and flush the transaction's record (L1) and record where
-        the log now ends (L2). Returns what takes the record back should LMDB's commit
-        fail (None: nothing was written). A record staged by :meth:`_log_stage` is only
-        flushed.
+        """Before LMDB commits ``txn`` (it will not flush): write and flush the
+        transaction's record (L1), record where the log now ends (L2), and make sure the
+        dirty marker is there (L3). Returns what takes the record back should LMDB's
+        commit fail (None: nothing was written). A record staged by :meth:`_log_stage` is
+        only flushed.
 
         The first logged commit of a store without a log (made by an earlier release or
         without log mode, or copied without it) writes the log whole instead: every
         journal entry and every ``meta`` and ``snapshots`` row, this transaction's
         included. Entries a handle without log mode committed after the log's end go
-        into the record too."""
-        boot = self._boot
-        assert boot is not None and txn.logged is not None
+        into the record too.
+
+        The marker comes after the log's flush, right before LMDB's unflushed commit (all
+        L3 asks): a system stop while a store without a marker writes its log whole then
+        leaves LMDB trusted, as flushed as it was, instead of a marker that sends the
+        next open to a torn log."""
+        assert txn.logged is not None
         log = self._open_log()
-        if not os.path.exists(self._dirty):
-            mark_dirty(self.path, boot)
         last = txn.last_seq()
         if txn.staged is not None:
             offset, end = txn.staged
             log.flush(offset, end)
             txn.put_raw_meta(LOG_END_KEY, encode([end, last]))
-            return lambda: log.clear_from(offset, end)
+            return self._marked(lambda: log.clear_from(offset, end))
         entries, rows = txn.logged
         if not entries and not rows:
-            return None
+            return self._marked(None)
         mark = self._log_end(txn)
         first_new = last - len(entries) + 1  # this transaction's first entry
         whole = mark is None or mark[0] > log.size() or mark[1] >= first_new
@@ -553,7 +555,21 @@ class Environment:
             log.clear_from(end)  # what an earlier log held past the new one's end
             self._log_stale = 0
         txn.put_raw_meta(LOG_END_KEY, encode([end, last]))
-        return lambda: log.clear_from(offset, None if whole else end)
+        return self._marked(lambda: log.clear_from(offset, None if whole else end))
+
+    def _marked(self, undo: Callable[[], None] | None) -> Callable[[], None] | None:
+        """Create the dirty marker if it is not there (L3), last before LMDB's unflushed
+        commit; if that fails, take the flushed record back (``undo``) and raise."""
+        boot = self._boot
+        assert boot is not None
+        if not os.path.exists(self._dirty):
+            try:
+                mark_dirty(self.path, boot)
+            except BaseException:
+                if undo is not None:
+                    undo()
+                raise
+        return undo
 
     def _unlog_prepare(self, txn: WriteTxn) -> None:
         """Before a commit without log mode: one that adds what the log carries leaves the
