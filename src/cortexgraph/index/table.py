@@ -31,6 +31,7 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any, NamedTuple, Protocol
 
@@ -159,32 +160,33 @@ def _tag_rows(tag_sets: tuple[tuple[str, ...], ...], tag_of: Rows) -> list[tuple
     tag list (``tag_of``, an index into ``tag_sets``) holds it. Tags come in the order
     they first appear in the tag lists that rows use.
 
-    Done with array operations over the (row, tag) pairs rather than a step per tag list:
-    a store may hold tens of thousands of distinct tag lists.
+    Done with array operations over the (row, tag) pairs, and C-level iteration over the
+    tag lists, rather than a step per tag list: a store may hold tens of thousands of
+    distinct tag lists.
     """
     used = (np.bincount(tag_of, minlength=len(tag_sets)) > 0).tolist()
-    numbers: dict[str, int] = {}
-    flat: list[int] = []
-    starts = [0]
-    for tags, in_use in zip(tag_sets, used, strict=True):
-        if in_use:
-            for tag in tags:
-                flat.append(numbers.setdefault(tag, len(numbers)))
-        starts.append(len(flat))
-    bounds = np.asarray(starts, dtype=np.int64)
-    sizes = (bounds[1:] - bounds[:-1])[tag_of]  # how many tags each row carries
-    total = int(sizes.sum())
-    if not total:
+    tags_used = dict.fromkeys(itertools.chain.from_iterable(itertools.compress(tag_sets, used)))
+    if not tags_used:
         return []
+    number = {tag: index for index, tag in enumerate(tags_used)}
+    # every tag of every list, numbered (-1: a tag no row carries)
+    flat = np.fromiter(
+        map(number.get, itertools.chain.from_iterable(tag_sets), itertools.repeat(-1)),
+        dtype=np.int64,
+    )
+    lengths = np.fromiter(map(len, tag_sets), dtype=np.int64, count=len(tag_sets))
+    bounds = np.zeros(len(tag_sets) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    sizes = lengths[tag_of]  # how many tags each row carries
     ends = np.cumsum(sizes)
     # the position in ``flat`` of each (row, tag) pair: its list's start, plus its place
-    places = np.repeat(bounds[:-1][tag_of] - (ends - sizes), sizes) + np.arange(total)
-    pair_tag = np.asarray(flat, dtype=np.int64)[places]
+    places = np.repeat(bounds[:-1][tag_of] - (ends - sizes), sizes) + np.arange(int(ends[-1]))
+    pair_tag = flat[places]
     pair_row = np.repeat(np.arange(len(tag_of), dtype=np.int64), sizes)
     order = np.argsort(pair_tag, kind="stable")  # rows stay ascending within a tag
-    cuts = np.searchsorted(pair_tag[order], np.arange(len(numbers) + 1)).tolist()
+    cuts = np.searchsorted(pair_tag[order], np.arange(len(number) + 1)).tolist()
     rows = pair_row[order]
-    return [(tag, rows[cuts[number] : cuts[number + 1]]) for tag, number in numbers.items()]
+    return [(tag, rows[cuts[index] : cuts[index + 1]]) for tag, index in number.items()]
 
 
 def type_name(code: int) -> str:
