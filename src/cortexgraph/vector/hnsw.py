@@ -510,6 +510,11 @@ class VectorIndex:
         """The memory id of a label :meth:`search_labels` returned."""
         return self._ids[label]
 
+    def ids_of(self, start: int, stop: int) -> list[bytes]:
+        """The memory ids of labels ``start .. stop - 1``, in label order (removed labels
+        included: a label always names the same id)."""
+        return self._ids[start:stop]
+
     def label_count(self) -> int:
         """How many labels have been given out (live or removed); labels are
         ``0 .. label_count() - 1`` and a label, once given, always names the same id."""

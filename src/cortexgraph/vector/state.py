@@ -9,6 +9,7 @@ through ``embed.base.embed_checked``.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -244,9 +245,11 @@ class VectorState:
         if self._rows_build != columns.builds:
             self._rows, self._rows_build = np.zeros(0, dtype=np.int64), columns.builds
         if len(self._rows) < count:
-            row_of, id_of = columns.row_of, self.index.id_of
-            fresh = [row_of.get(id_of(label), -1) for label in range(len(self._rows), count)]
-            self._rows = np.concatenate((self._rows, np.asarray(fresh, dtype=np.int64)))
+            ids = self.index.ids_of(len(self._rows), count)
+            fresh = np.fromiter(
+                map(columns.row_of.get, ids, itertools.repeat(-1)), dtype=np.int64, count=len(ids)
+            )
+            self._rows = np.concatenate((self._rows, fresh))
         return self._rows
 
     def label_filter(self, columns: ColumnIndex, passing: Rows) -> Callable[[int], bool]:
