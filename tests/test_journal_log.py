@@ -309,7 +309,7 @@ def test_a_batch_writes_its_record_before_its_last_work(tmp_path: Path) -> None:
                 txn.put_snapshot(b"late", b"\x01")
         assert _logged(tmp_path / ACTOR) == before + staged
         assert _check_log(cx) == []
-        assert env._log_stale == 0
+        assert env._log is not None and not env._log.starts_record(len(before + staged))
 
 
 def test_an_aborted_batch_takes_its_staged_record_back(tmp_path: Path) -> None:
@@ -335,7 +335,7 @@ def test_a_staged_record_that_cannot_be_taken_back_is_cleared_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """If zeroing an aborted transaction's staged record fails, the abort still ends the
-    transaction, and the bytes are zeroed before the next record is written: a shorter
+    transaction, and the bytes are zeroed when the next record is written: a shorter
     record must not leave the longer one's tail behind it (the log would read as
     damaged)."""
     with cg.open(tmp_path, ACTOR) as cx:
@@ -345,11 +345,13 @@ def test_a_staged_record_that_cannot_be_taken_back_is_cleared_later(
         failing = {"left": 1}
         clear_from = JournalLog.clear_from
 
-        def clear_once_failing(self: JournalLog, end: int, stop: int | None = None) -> None:
+        def clear_once_failing(
+            self: JournalLog, end: int, stop: int | None = None, *, flush: bool = True
+        ) -> None:
             if failing["left"]:
                 failing["left"] -= 1
                 raise StorageError("fake: the disk refused the zeros")
-            clear_from(self, end, stop)
+            clear_from(self, end, stop, flush=flush)
 
         monkeypatch.setattr(JournalLog, "clear_from", clear_once_failing)
         with pytest.raises(RuntimeError, match="gave up"), cx.batch() as b:
@@ -358,10 +360,11 @@ def test_a_staged_record_that_cannot_be_taken_back_is_cleared_later(
             b.txn.stage_log()
             staged_end = b.txn.staged[1] if b.txn.staged else 0
             raise RuntimeError("gave up")
-        assert env._log_stale == staged_end > len(before)
+        assert not failing["left"]  # the take-back's zeros were refused
+        assert staged_end > len(before) and env._log is not None
+        assert env._log.leftover_end(len(before)) == staged_end  # the record is still there
         assert env._writer._depth.n == 0  # the abort ended the transaction all the same
         uri = cx.write(cg.Fact(text="short"), at=T0 + 900)
-        assert env._log_stale == 0
         assert _logged(tmp_path / ACTOR).startswith(before)
         assert _check_log(cx) == []
         assert cx.exists(uri)
@@ -537,6 +540,69 @@ _WRITER = textwrap.dedent(
 
 
 @pytest.mark.slow
+def test_a_dead_writers_longer_record_is_cleared_by_a_writer_already_open(
+    tmp_path: Path,
+) -> None:
+    """A writer that dies after writing its record and before LMDB commits leaves the
+    record past ``log_end``. Another process, already open (so it never ran the open's
+    clean-up), writes its own record at the same offset: when its record is shorter, the
+    dead one's tail must not stay behind it, or the log would read as damaged after a
+    system stop."""
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+    with cg.open(tmp_path / "a", ACTOR) as cx:  # the writer already open
+        base = _logged(tmp_path / "a" / ACTOR)
+        long_text = "a long memory that its writer never committed " * 40
+        with cg.open(tmp_path / "scratch", ACTOR) as other:
+            _history(other)
+            other.write(cg.Fact(text=long_text), at=T0 + 70)
+        tail = _logged(tmp_path / "scratch" / ACTOR)[len(base) :]
+        assert len(tail) > 1000
+        _put_at_end(tmp_path / "a" / ACTOR, tail)  # the dead writer's record
+        cx.write(cg.Fact(text="short"), at=T0 + 70)
+        logged = _logged(tmp_path / "a" / ACTOR)  # only zeros follow the records
+        assert logged.startswith(base) and len(logged) - len(base) < len(tail)
+        assert _check_log(cx) == []
+        expected = _state(cx)
+        _stage_system_stop(tmp_path / "a", tmp_path / "b")
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        assert _state(cx) == expected
+
+
+def test_leftover_end_walks_the_records_past_the_end(tmp_path: Path) -> None:
+    """``leftover_end`` finds where uncommitted records stop: by their lengths, at the
+    zeros after them; at the file's end when a length is damaged or cut."""
+    log = JournalLog(tmp_path)
+    try:
+        start = log.header_end
+        assert log.leftover_end(start) == start  # a fresh log: only zeros
+        one = encode_record(1, [b"\xa1", b"\xa2"], [])
+        two = encode_record(3, [b"\xa3"], [("meta", b"k", b"v")])
+        end_one = log.append(start, one)
+        end_two = log.append(end_one, two)
+        assert log.leftover_end(start) == end_two
+        assert log.leftover_end(end_one) == end_two
+        assert log.leftover_end(end_two) == end_two
+        size = log.size()
+        with log.path.open("r+b") as f:  # a damaged length in the second record
+            f.seek(end_one)
+            f.write(b"\xff\xff\xff\xff")
+        assert log.leftover_end(start) == size
+    finally:
+        log.close()
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    log = JournalLog(tiny)
+    try:
+        with log.path.open("r+b") as f:  # a file that ends two bytes into a length
+            f.seek(log.header_end)
+            f.write(b"\x00\x01")
+            f.truncate(log.header_end + 2)
+        assert log.leftover_end(log.header_end) == log.header_end + 2
+    finally:
+        log.close()
+
+
 def test_two_processes_writing_share_one_log(tmp_path: Path) -> None:
     """Two processes writing the same store at once each append their records where the
     other's end (L2): the log holds every entry once, in seq order, and rebuilds the store."""

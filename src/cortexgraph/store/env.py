@@ -57,6 +57,7 @@ aside by a recovery).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import operator
 import os
@@ -243,9 +244,6 @@ class Environment:
         # another flushes the journal log once per commit and LMDB only at close (L1-L5).
         self._boot = boot_id() if sync and not readonly else None
         self._log: JournalLog | None = None
-        #: the end of a staged record that an abort could not zero (L5): zeroed before
-        #: the next record is written where the log ends
-        self._log_stale = 0
         #: the dirty marker's path, as a string: a logged commit checks it is there
         self._dirty = os.fspath(path / DIRTY_NAME)
         recover: list[LogRecord] | None = None
@@ -458,12 +456,17 @@ class Environment:
             log = self._log = JournalLog(self.path)
         return log
 
-    def _clear_stale(self, log: JournalLog, offset: int) -> None:
-        """Zero what a staged record that could not be taken back left past ``offset``
-        (the log's end), before another record is written there."""
-        if self._log_stale > offset:
-            log.clear_from(offset, self._log_stale)
-        self._log_stale = 0
+    def _clear_leftover(self, log: JournalLog, offset: int) -> None:
+        """Zero the records that lie at ``offset``, the log's end, before another record
+        is written there (L2): a writer that died between writing its record and LMDB's
+        commit left them (or an abort that could not zero its staged record, L5), and a
+        shorter record would leave their tail behind it. The zeros are flushed with the
+        record written next. A writable open does the same for the writers that died
+        before it (:meth:`_drop_uncommitted_record`); this is for the handles already
+        open."""
+        stop = log.leftover_end(offset)
+        if stop > offset:
+            log.clear_from(offset, stop, flush=False)
 
     def _log_stage(self, txn: WriteTxn) -> Callable[[], None] | None:
         """Write ``txn``'s record where the log ends, without flushing it, and start its
@@ -482,15 +485,15 @@ class Environment:
         if mark is None or mark[0] > log.size() or mark[1] + 1 != first_new:
             return None
         offset = mark[0]
-        self._clear_stale(log, offset)
+        self._clear_leftover(log, offset)
         end = log.write(offset, encode_record(first_new, entries, rows))
         txn.staged = (offset, end)
 
         def take_back() -> None:
-            try:
+            # if the zeros cannot be written, the next record's write clears the record
+            # first (:meth:`_clear_leftover`), and a writable open does (L2, L5)
+            with contextlib.suppress(StorageError):
                 log.clear_from(offset, end)
-            except StorageError:  # zeroed before the next record is written (L5)
-                self._log_stale = max(self._log_stale, end)
 
         return take_back
 
@@ -536,7 +539,7 @@ class Environment:
         else:
             assert mark is not None
             offset, start = mark[0], mark[1] + 1
-            self._clear_stale(log, offset)
+            self._clear_leftover(log, offset)
         chunks: Iterator[list[bytes]]
         if start < first_new:  # entries the log lacks: read back, in records of a bound size
             journal = txn.iter_items("journal", b"", seq_key(start))
@@ -553,7 +556,6 @@ class Environment:
             end = log.append(end, encode_record(seq, [], rows))
         if whole:
             log.clear_from(end)  # what an earlier log held past the new one's end
-            self._log_stale = 0
         txn.put_raw_meta(LOG_END_KEY, encode([end, last]))
         return self._marked(lambda: log.clear_from(offset, None if whole else end))
 

@@ -15,7 +15,8 @@ The rules that keep this as safe as LMDB's own durable commit (L1-L5):
 - L2 ``meta`` ``log_end`` (in LMDB, written by the same transaction) records the offset the
   log reaches and the last seq it holds. The next writer writes its record at that offset:
   a record beyond it never reached LMDB (its process died between the flush and the commit)
-  and is overwritten.
+  and is zeroed first, walked by its lengths, so that a shorter record leaves none of it
+  behind.
 - L3 ``journal.dirty`` holds the boot id of the running system while LMDB holds commits that
   were not flushed; a writer creates it (flushed) before its first unflushed commit, and a
   writable handle's ``close`` flushes LMDB and removes it, holding the writer lock. On open,
@@ -350,9 +351,10 @@ class JournalLog:
             self.clear_from(offset, end)
             raise io_error(exc, self.path, "append to") from exc
 
-    def clear_from(self, end: int, stop: int | None = None) -> None:
+    def clear_from(self, end: int, stop: int | None = None, *, flush: bool = True) -> None:
         """Zero the log from ``end`` (to ``stop``, default the file's end) and flush: the
-        log ends at ``end`` (a record whose commit failed, L1; one never committed, L2)."""
+        log ends at ``end`` (a record whose commit failed, L1; one never committed, L2).
+        With ``flush=False`` the zeros wait for the flush of the record written next."""
         try:
             limit = self.size() if stop is None else min(stop, self.size())
             offset = end
@@ -360,10 +362,35 @@ class JournalLog:
                 count = min(_GROW, limit - offset)
                 self._write_at(offset, bytes(count))
                 offset += count
-            if limit > end:
+            if limit > end and flush:
                 _datasync(self._fd)
         except OSError as exc:
             raise io_error(exc, self.path, "clear") from exc
+
+    def leftover_end(self, offset: int) -> int:
+        """Where the records that lie at ``offset``, past the log's end, stop: records a
+        writer wrote and never committed (it died between its write and LMDB's commit,
+        L2), walked by their lengths (the file's end if a length is damaged); ``offset``
+        when the log's zeros start there, as they do but after such a death. One small
+        read in the common case."""
+        try:
+            position = offset
+            size = -1  # read once a record is found
+            while True:
+                head = os.pread(self._fd, _LEN.size, position)
+                if len(head) < _LEN.size:  # the file ends here
+                    return position + len(head)
+                (length,) = _LEN.unpack(head)
+                if length == 0:
+                    return position
+                if size < 0:
+                    size = self.size()
+                following = position + _LEN.size + length + _HASH
+                if length > _MAX_RECORD or following > size:
+                    return size
+                position = following
+        except OSError as exc:
+            raise io_error(exc, self.path, "read") from exc
 
     def starts_record(self, offset: int) -> bool:
         """Whether anything but the zeros of the log's end lies at ``offset``."""
