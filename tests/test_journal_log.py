@@ -513,6 +513,49 @@ def test_entries_of_a_handle_without_log_mode_are_caught_up(tmp_path: Path) -> N
         assert _state(cx) == expected
 
 
+def test_a_system_stop_while_the_log_is_written_whole_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handle without log mode commits while a durable one holds unflushed commits (the
+    dirty marker is there); the durable handle's next commit writes the log whole again,
+    over the old one. A system stop in the middle of that write must not leave a torn
+    log as the only way back: LMDB is flushed and the marker removed before the log is
+    rewritten, so the store opens as it was before that commit."""
+    stopped = tmp_path / "stopped"
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _history(cx)
+        env = cx._handle.env
+        assert (tmp_path / "a" / ACTOR / DIRTY_NAME).exists()
+        boot, env._boot = env._boot, None  # as a handle without log mode commits
+        _write_some(cx, 90, 2)
+        env._boot = boot
+        with cx._handle.env.read() as txn:
+            assert env._log_end(txn) is None  # the log is behind: written whole next
+        expected = _state(cx)
+        append = JournalLog.append
+
+        def append_and_stop(self: JournalLog, offset: int, record: bytes) -> int:
+            end = append(self, offset, record)
+            if not stopped.exists():
+                _stage_system_stop(tmp_path / "a", stopped, damage=False)
+                if not (tmp_path / "a" / ACTOR / DIRTY_NAME).exists():
+                    (stopped / ACTOR / DIRTY_NAME).unlink()  # no marker was there to copy
+                with (stopped / ACTOR / LOG_NAME).open("r+b") as f:
+                    f.truncate(offset + len(record) // 2)  # half the whole log written
+            return end
+
+        monkeypatch.setattr(JournalLog, "append", append_and_stop)
+        _write_some(cx, 95, 2)
+        monkeypatch.undo()
+        assert _check_log(cx) == []
+    assert stopped.exists()
+    with cg.open(stopped, ACTOR) as cx:
+        assert _state(cx) == expected
+        _write_some(cx, 99, 2)
+        assert _check_log(cx) == []
+    assert cg.verify(stopped, ACTOR).ok
+
+
 def test_verify_reports_a_log_that_differs(tmp_path: Path) -> None:
     """A journal log whose entry differs from the journal's is reported by verify."""
     with cg.open(tmp_path, ACTOR) as cx:

@@ -530,6 +530,11 @@ class Environment:
         whole = mark is None or mark[0] > log.size() or mark[1] >= first_new
         if whole:
             offset, start = log.header_end, 1  # no log, or not this store's: written whole
+            if os.path.exists(self._dirty):
+                # LMDB holds unflushed commits, and the log about to be rewritten in place
+                # is what a recovery would read: flush LMDB and drop the marker first, so
+                # that a system stop during the rewrite leaves LMDB trusted instead
+                self._checkpoint(operation="commit")
             rows = [
                 (table, bytes(key), bytes(value))
                 for table in sorted(LOGGED_TABLES)
@@ -627,14 +632,14 @@ class Environment:
             log.close()
         return problems
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, *, operation: str = "close") -> None:
         """Flush LMDB and remove the dirty marker, holding the writer lock (L3)."""
         self._writer.acquire()
         try:
             self._env.sync(True)
             clear_dirty(self.path)
         except lmdb.Error as exc:
-            raise storage_error(exc, self.path, operation="close") from exc
+            raise storage_error(exc, self.path, operation=operation) from exc
         finally:
             self._writer.release()
 
