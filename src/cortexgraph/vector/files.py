@@ -58,6 +58,7 @@ import itertools
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, cast
@@ -187,6 +188,26 @@ def _read_file(path: Path, *, sync: bool = False) -> tuple[str, int, bytes]:
     return hasher.hexdigest(), size, head
 
 
+def _read_matrix(path: Path, count: int, dim: int) -> npt.NDArray[np.float32] | None:
+    """A flat index's ``.vec`` file read straight into a float32 matrix of at least one
+    row (``count`` vectors of ``dim`` floats, then zeros), without a copy of the file's
+    bytes. None when the file is not exactly that size, or the machine is not
+    little-endian (the file's byte order): the caller then reads it as bytes."""
+    size = 4 * dim * count
+    if sys.byteorder != "little" or path.stat().st_size != size:
+        return None
+    matrix = np.zeros((max(count, 1), dim), dtype=np.float32)
+    view = matrix.data.cast("B")[:size]
+    with open(path, "rb", buffering=0) as f:
+        done = 0
+        while done < size:
+            read = f.readinto(view[done:])
+            if not read:
+                return None  # the file shrank meanwhile
+            done += read
+    return matrix
+
+
 def _read_data(path: Path, kind: str, reader: Callable[[Path], _T]) -> _T:
     """``reader(path)``, with a missing or unreadable file turned into its status."""
     try:
@@ -279,9 +300,21 @@ class IndexFiles:
         count, capacity = meta["count"], meta["capacity"]
         index_path = self.data_path(generation, _SUFFIX[kind])
         ids_path = self.data_path(generation, "ids")
+        matrix: npt.NDArray[np.float32] | None = None
         if kind == "flat":
-            blob = _read_data(index_path, "vectors", Path.read_bytes)
-            index_digest, index_size, index_head = _digest(blob), len(blob), b""
+            matrix = _read_data(
+                index_path, "vectors", lambda path: _read_matrix(path, count, self.dim)
+            )
+            if matrix is not None:
+                vector_bytes = matrix.data.cast("B")[: 4 * self.dim * count]
+                index_digest, index_size = _digest(vector_bytes), len(vector_bytes)
+            else:  # not one vector per label (the checks below say so), or big-endian
+                blob = _read_data(index_path, "vectors", Path.read_bytes)
+                index_digest, index_size = _digest(blob), len(blob)
+                if len(blob) == 4 * self.dim * count:
+                    matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
+                    matrix[:count] = np.frombuffer(blob, dtype="<f4").reshape(count, self.dim)
+            index_head = b""
         else:
             index_digest, index_size, index_head = _read_data(index_path, "index", _read_file)
         self._check_file(index_path, meta["files"]["index"], index_digest, index_size)
@@ -294,9 +327,8 @@ class IndexFiles:
         if len(labels) != count:
             raise Unusable("damaged", "the ids file repeats an id")
         index: Any = None
-        matrix: npt.NDArray[np.float32] | None = None
         if kind == "flat":
-            matrix = self._vectors(index_path, blob, count)
+            matrix = self._vectors(index_path, matrix, count)
         else:
             index = self._graph(index_path, index_head, count, capacity)
         return Loaded(
@@ -310,13 +342,13 @@ class IndexFiles:
             watermark=meta["watermark"],
         )
 
-    def _vectors(self, path: Path, blob: bytes, count: int) -> npt.NDArray[np.float32]:
-        """A flat index's vectors from its checked ``.vec`` file, in a matrix of at least
-        one row."""
-        if len(blob) != 4 * self.dim * count:
+    def _vectors(
+        self, path: Path, matrix: npt.NDArray[np.float32] | None, count: int
+    ) -> npt.NDArray[np.float32]:
+        """A flat index's vectors from its checked ``.vec`` file (read into a matrix of at
+        least one row, None when the file's size is not one vector per label)."""
+        if matrix is None or matrix.shape != (max(count, 1), self.dim):
             raise Unusable("damaged", f"{path.name} does not hold one vector per label")
-        matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
-        matrix[:count] = np.frombuffer(blob, dtype="<f4").reshape(count, self.dim)
         if not np.isfinite(matrix).all():
             raise Unusable("damaged", f"{path.name} holds a value that is not finite")
         return matrix
