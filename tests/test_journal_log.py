@@ -582,7 +582,6 @@ _WRITER = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
 def test_a_dead_writers_longer_record_is_cleared_by_a_writer_already_open(
     tmp_path: Path,
 ) -> None:
@@ -646,6 +645,7 @@ def test_leftover_end_walks_the_records_past_the_end(tmp_path: Path) -> None:
         log.close()
 
 
+@pytest.mark.slow
 def test_two_processes_writing_share_one_log(tmp_path: Path) -> None:
     """Two processes writing the same store at once each append their records where the
     other's end (L2): the log holds every entry once, in seq order, and rebuilds the store."""
@@ -665,6 +665,96 @@ def test_two_processes_writing_share_one_log(tmp_path: Path) -> None:
         _stage_system_stop(tmp_path / "a", tmp_path / "b")
     with cg.open(tmp_path / "b", ACTOR) as cx:
         assert _state(cx) == expected
+
+
+_LONG_WRITER = textwrap.dedent(
+    """
+    import sys
+    import cortexgraph as cg
+    root, tag = sys.argv[1], sys.argv[2]
+    with cg.open(root, "agent") as cx:
+        print("ready", flush=True)
+        n = 0
+        while True:  # long records, single writes and batches
+            if n % 3:
+                text = f"{tag} single write {n} " + "with a long tail " * 60
+                cx.write(cg.Fact(text=text), at=1_700_000_000_000 + n)
+                n += 1
+            else:
+                with cx.batch() as b:
+                    for i in range(n, n + 4):
+                        b.write(cg.Fact(text=f"{tag} batched write {i}"), at=1_700_000_000_000 + i)
+                n += 4
+    """
+)
+_STEP_WRITER = textwrap.dedent(
+    """
+    import sys
+    import cortexgraph as cg
+    with cg.open(sys.argv[1], "agent") as cx:
+        print("ready", flush=True)
+        for n, line in enumerate(sys.stdin):  # one short write per line read
+            cx.write(cg.Fact(text=f"step {n}"), at=1_700_000_000_000 + n)
+            print("done", flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_writer_killed_beside_another_leaves_a_log_that_recovers(tmp_path: Path) -> None:
+    """Two durable writers share a store. One, writing long records, is killed at random
+    instants (while its record is staged, between its flush and LMDB's commit, anywhere);
+    the other, open all along (so its open never cleaned up after the dead one), then
+    writes one short record where the dead one's may lie. The log must read to its end
+    with nothing but zeros after its records, hold exactly the journal, and rebuild the
+    store after a staged system stop."""
+    import random
+    import signal
+    import time
+
+    rng = random.Random(11)
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        _write_some(cx, 0, 4)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+    def start(script: str, *args: str) -> subprocess.Popen[bytes]:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path / "a"), *args],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        return proc
+
+    step = start(_STEP_WRITER)
+    assert step.stdin is not None and step.stdout is not None
+    try:
+        for round_ in range(8):
+            victim = start(_LONG_WRITER, f"victim-{round_}")
+            time.sleep(rng.uniform(0.05, 0.25))
+            victim.send_signal(signal.SIGKILL)
+            assert victim.wait(timeout=60) == -signal.SIGKILL
+            for pipe in (victim.stdin, victim.stdout):
+                assert pipe is not None
+                pipe.close()
+            step.stdin.write(b"w\n")
+            step.stdin.flush()
+            assert step.stdout.readline() == b"done\n"
+            _logged(tmp_path / "a" / ACTOR)  # records, then zeros only: nothing left over
+            with cg.open(tmp_path / "a", ACTOR, readonly=True) as cx:
+                assert _check_log(cx) == []
+    finally:
+        step.stdin.close()
+        assert step.wait(timeout=60) == 0
+        step.stdout.close()
+    assert cg.verify(tmp_path / "a", ACTOR).ok
+    with cg.open(tmp_path / "a", ACTOR) as cx:
+        journal = list(cx.journal_bytes())
+        _stage_system_stop(tmp_path / "a", tmp_path / "b", damage=True)
+    with cg.open(tmp_path / "b", ACTOR) as cx:
+        assert list(cx.journal_bytes()) == journal
+    assert cg.verify(tmp_path / "b", ACTOR).ok
 
 
 _ENTRY = st.binary(min_size=1, max_size=40)
