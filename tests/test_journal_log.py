@@ -667,26 +667,6 @@ def test_two_processes_writing_share_one_log(tmp_path: Path) -> None:
         assert _state(cx) == expected
 
 
-_LONG_WRITER = textwrap.dedent(
-    """
-    import sys
-    import cortexgraph as cg
-    root, tag = sys.argv[1], sys.argv[2]
-    with cg.open(root, "agent") as cx:
-        print("ready", flush=True)
-        n = 0
-        while True:  # long records, single writes and batches
-            if n % 3:
-                text = f"{tag} single write {n} " + "with a long tail " * 60
-                cx.write(cg.Fact(text=text), at=1_700_000_000_000 + n)
-                n += 1
-            else:
-                with cx.batch() as b:
-                    for i in range(n, n + 4):
-                        b.write(cg.Fact(text=f"{tag} batched write {i}"), at=1_700_000_000_000 + i)
-                n += 4
-    """
-)
 _STEP_WRITER = textwrap.dedent(
     """
     import sys
@@ -730,8 +710,8 @@ def test_a_writer_killed_beside_another_leaves_a_log_that_recovers(tmp_path: Pat
     step = start(_STEP_WRITER)
     assert step.stdin is not None and step.stdout is not None
     try:
-        for round_ in range(8):
-            victim = start(_LONG_WRITER, f"victim-{round_}")
+        for _ in range(8):
+            victim = start(_LOOPING_WRITER, "60")  # long records
             time.sleep(rng.uniform(0.05, 0.25))
             victim.send_signal(signal.SIGKILL)
             assert victim.wait(timeout=60) == -signal.SIGKILL
@@ -800,12 +780,13 @@ _LOOPING_WRITER = textwrap.dedent(
     import sys
     import cortexgraph as cg
     root = sys.argv[1]
+    tail = " with a long tail" * (int(sys.argv[2]) if len(sys.argv) > 2 else 0)
     with cg.open(root, "agent") as cx:
         n = cx.seq
         print("ready", flush=True)
         while True:
             if n % 3:
-                cx.write(cg.Fact(text=f"single write {n}"), at=1_700_000_000_000 + n)
+                cx.write(cg.Fact(text=f"single write {n}{tail}"), at=1_700_000_000_000 + n)
                 n += 1
             else:
                 with cx.batch() as b:
