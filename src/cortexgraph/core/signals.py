@@ -270,18 +270,10 @@ class AttrsRow(DerivedRow):
                 raise ValueError("a length without an index seq")
             if not 0.0 <= confidence <= 1.0:
                 raise ValueError("confidence out of range")
-            pos = _ROW.size + ns_len
-            ns = data[_ROW.size : pos].decode("utf-8")
-            count = data[pos]
-            pos += 1
-            tags = []
-            for _ in range(count):
-                (length,) = _U16.unpack_from(data, pos)
-                pos += 2
-                tags.append(data[pos : pos + length].decode("utf-8"))
-                pos += length
-            if pos != len(data) or len(ns) != ns_len:
-                raise ValueError("bad length")
+            tail = _parse_tail(data[_ROW.size - 1 :])  # from the namespace's length on
+            if tail is None:
+                raise ValueError(f"bad namespace or tags (namespace length {ns_len})")
+            ns, tags = tail
             return AttrsRow(
                 _TYPE_NAME[type_code],
                 MEMORY_STATUSES[status - 1],
@@ -292,7 +284,7 @@ class AttrsRow(DerivedRow):
                 created,
                 updated,
                 ns,
-                tuple(tags),
+                tags,
                 index_seq,
                 indexed_length,
             )
@@ -399,7 +391,8 @@ def decode_attrs_rows(rows: list[bytes]) -> AttrsColumns | None:
 
 def _parse_tail(tail: bytes) -> tuple[str, tuple[str, ...]] | None:
     """The namespace and tags of an attributes row's tail (from its namespace's length
-    byte on), checked as :meth:`AttrsRow.decode` checks them; None if malformed."""
+    byte on), for :meth:`AttrsRow.decode` and :func:`decode_attrs_rows`; None if
+    malformed."""
     size = len(tail)
     ns_len = tail[0]
     pos = 1 + ns_len
