@@ -188,13 +188,13 @@ def _read_file(path: Path, *, sync: bool = False) -> tuple[str, int, bytes]:
     return hasher.hexdigest(), size, head
 
 
-def _read_matrix(path: Path, count: int, dim: int) -> npt.NDArray[np.float32] | None:
+def _read_matrix(path: Path, count: int, dim: int) -> tuple[npt.NDArray[np.float32], str] | None:
     """A flat index's ``.vec`` file read straight into a float32 matrix of at least one
     row (``count`` vectors of ``dim`` floats, then zeros), without a copy of the file's
-    bytes. None when the file is not exactly that size, or the machine is not
-    little-endian (the file's byte order): the caller then reads it as bytes."""
+    bytes, and the BLAKE3 hex digest of those bytes. None when the file is not exactly
+    that size: the caller then reads it as bytes, for its checks to name the damage."""
     size = 4 * dim * count
-    if sys.byteorder != "little" or path.stat().st_size != size:
+    if path.stat().st_size != size:
         return None
     matrix = np.zeros((max(count, 1), dim), dtype=np.float32)
     view = matrix.data.cast("B")[:size]
@@ -205,7 +205,10 @@ def _read_matrix(path: Path, count: int, dim: int) -> npt.NDArray[np.float32] | 
             if not read:
                 return None  # the file shrank meanwhile
             done += read
-    return matrix
+    digest = _digest(view)
+    if sys.byteorder != "little":  # the file's floats are little-endian
+        matrix.byteswap(inplace=True)
+    return matrix, digest
 
 
 def _read_data(path: Path, kind: str, reader: Callable[[Path], _T]) -> _T:
@@ -302,18 +305,15 @@ class IndexFiles:
         ids_path = self.data_path(generation, "ids")
         matrix: npt.NDArray[np.float32] | None = None
         if kind == "flat":
-            matrix = _read_data(
+            read = _read_data(
                 index_path, "vectors", lambda path: _read_matrix(path, count, self.dim)
             )
-            if matrix is not None:
-                vector_bytes = matrix.data.cast("B")[: 4 * self.dim * count]
-                index_digest, index_size = _digest(vector_bytes), len(vector_bytes)
-            else:  # not one vector per label (the checks below say so), or big-endian
+            if read is not None:
+                matrix, index_digest = read
+                index_size = 4 * self.dim * count
+            else:  # not one vector per label: the checks below say what is wrong
                 blob = _read_data(index_path, "vectors", Path.read_bytes)
                 index_digest, index_size = _digest(blob), len(blob)
-                if len(blob) == 4 * self.dim * count:
-                    matrix = np.zeros((max(count, 1), self.dim), dtype=np.float32)
-                    matrix[:count] = np.frombuffer(blob, dtype="<f4").reshape(count, self.dim)
             index_head = b""
         else:
             index_digest, index_size, index_head = _read_data(index_path, "index", _read_file)
@@ -347,7 +347,7 @@ class IndexFiles:
     ) -> npt.NDArray[np.float32]:
         """A flat index's vectors from its checked ``.vec`` file (read into a matrix of at
         least one row, None when the file's size is not one vector per label)."""
-        if matrix is None or matrix.shape != (max(count, 1), self.dim):
+        if matrix is None:
             raise Unusable("damaged", f"{path.name} does not hold one vector per label")
         if not np.isfinite(matrix).all():
             raise Unusable("damaged", f"{path.name} holds a value that is not finite")
