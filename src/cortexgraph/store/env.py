@@ -415,7 +415,7 @@ class Environment:
         LMDB's commit: L2). Done at a writable open, so that a later recovery cannot bring
         back a transaction this store was seen without. Only when the writer lock is free
         at once: a writer holding it may be between its flush and its commit, and its
-        commit overwrites any such record anyway."""
+        commit clears any such record anyway (:meth:`_clear_leftover`)."""
         if not self._writer.acquire(blocking=False):
             return
         try:
@@ -424,8 +424,7 @@ class Environment:
             if mark is not None:
                 log = JournalLog(self.path)
                 try:
-                    if log.starts_record(mark[0]):
-                        log.clear_from(mark[0])
+                    self._clear_leftover(log, mark[0], flush=True)
                 finally:
                     log.close()
         except OSError as exc:
@@ -456,17 +455,16 @@ class Environment:
             log = self._log = JournalLog(self.path)
         return log
 
-    def _clear_leftover(self, log: JournalLog, offset: int) -> None:
-        """Zero the records that lie at ``offset``, the log's end, before another record
-        is written there (L2): a writer that died between writing its record and LMDB's
-        commit left them (or an abort that could not zero its staged record, L5), and a
-        shorter record would leave their tail behind it. The zeros are flushed with the
-        record written next. A writable open does the same for the writers that died
-        before it (:meth:`_drop_uncommitted_record`); this is for the handles already
-        open."""
+    def _clear_leftover(self, log: JournalLog, offset: int, *, flush: bool = False) -> None:
+        """Zero the records that lie at ``offset``, the log's end (L2): a writer that died
+        between writing its record and LMDB's commit left them (or an abort that could not
+        zero its staged record, L5). A writer does so before it writes its own record
+        there, since a shorter record would leave their tail behind it, and the zeros are
+        flushed with that record; a writable open does so at once, flushed
+        (:meth:`_drop_uncommitted_record`)."""
         stop = log.leftover_end(offset)
         if stop > offset:
-            log.clear_from(offset, stop, flush=False)
+            log.clear_from(offset, stop, flush=flush)
 
     def _log_stage(self, txn: WriteTxn) -> Callable[[], None] | None:
         """Write ``txn``'s record where the log ends, without flushing it, and start its

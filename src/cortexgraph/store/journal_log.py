@@ -315,15 +315,15 @@ class JournalLog:
             StorageError: the write or the flush failed (what was written is cleared
                 again when possible).
         """
-        end = self.write(offset, record)
+        end = self.write(offset, record, writeback=False)  # flushed at once: no head start
         self.flush(offset, end)
         return end
 
-    def write(self, offset: int, record: bytes) -> int:
+    def write(self, offset: int, record: bytes, *, writeback: bool = True) -> int:
         """Write ``record`` at ``offset`` without waiting for the disk, and start writing
-        it back (:func:`start_writeback`): the first half of :meth:`append`, which a
-        commit does ahead of its last work so that :meth:`flush` then finds the record on
-        its way (L5). Returns the offset just past the record.
+        it back (:func:`start_writeback`, unless ``writeback`` is false): the first half of
+        :meth:`append`, which a commit does ahead of its last work so that :meth:`flush`
+        then finds the record on its way (L5). Returns the offset just past the record.
 
         Raises:
             StorageError: the write failed (what was written is cleared again when
@@ -336,7 +336,8 @@ class JournalLog:
         except OSError as exc:
             self.clear_from(offset, end)
             raise io_error(exc, self.path, "append to") from exc
-        start_writeback(self._fd, offset, len(record))
+        if writeback:
+            start_writeback(self._fd, offset, len(record))
         return end
 
     def flush(self, offset: int, end: int) -> None:
