@@ -574,9 +574,13 @@ def test_stores_that_share_a_cached_open_block_each_keep_their_own(tmp_path: Pat
             cx.close()
 
 
+# ids sharing their first 8 bytes, or all but those bytes' last bits (which a sort key
+# holding the term index in its top bits leaves out)
 _tied_ids = st.builds(
     lambda high, low: high + low,
-    st.sampled_from([bytes(8), b"\x01" * 8, b"\xff" * 8]),
+    st.sampled_from(
+        [bytes(8), b"\x01" * 8, b"\xff" * 8, b"\x01" * 7 + b"\x00", b"\x01" * 7 + b"\x03"]
+    ),
     st.binary(min_size=8, max_size=8),
 )
 
@@ -656,20 +660,26 @@ def test_a_batch_that_writes_the_open_segment_twice_leaves_one_block(tmp_path: P
 
 def test_index_seqs_read_one_row_per_memory_and_name_a_missing_one(tmp_path: Path) -> None:
     """A merge's liveness read gives every posting its memory's index seq (ids repeated
-    across terms read once), and a memory without an attributes row is a CorruptionError
-    naming it, not a wrong liveness."""
+    across terms read once, also ids that share their first 8 bytes, which the sort
+    orders by), and a memory without an attributes row is a CorruptionError naming it, not
+    a wrong liveness."""
     from cortexgraph.writing import _index_seqs
 
     env = Environment(tmp_path, "a", create=True, readonly=False, map_size=1 << 24, sync=False,
                       hash_name="blake3")
     try:
         known = {bytes([i]) * 16: 100 + i for i in range(1, 6)}
+        known |= {bytes([7]) * 8 + bytes([i]) * 8: 200 + i for i in range(1, 4)}
         txn = env.begin_write(replay=True)
         for memory_id, seq in known.items():
             txn.put("salience", attrs_key(memory_id), _row(seq, 3))
         order = [3, 1, 5, 3, 2, 1, 4, 5]
         ids = np.frombuffer(b"".join(bytes([i]) * 16 for i in order), np.uint8).reshape(-1, 16)
         assert _index_seqs(txn, ids).tolist() == [100 + i for i in order]
+        rng = random.Random(3)
+        mixed = [rng.choice(list(known)) for _ in range(200)]
+        ids = np.frombuffer(b"".join(mixed), np.uint8).reshape(-1, 16)
+        assert _index_seqs(txn, ids).tolist() == [known[memory_id] for memory_id in mixed]
         missing = bytes([9]) * 16
         with_missing = np.concatenate([ids, np.frombuffer(missing, np.uint8).reshape(1, 16)])
         with pytest.raises(CorruptionError, match=missing.hex()):

@@ -326,21 +326,22 @@ def _sorted(terms: list[bytes], term_of: Counts, ids: IdArray, tf: Counts) -> Po
     ``(term, id)`` at most once); terms without a posting are dropped.
 
     The order is ``np.lexsort((low, high, term_of))`` (by term, then by id as two
-    big-endian 64-bit halves), found faster: a stable sort by the high half, then a stable
-    sort by term (a radix sort when the term index fits 16 bits). Every ``(term, id)`` is
-    distinct, so that is the same permutation unless two distinct ids share their high
-    half; then the three-key sort decides."""
+    big-endian 64-bit halves), found faster: one sort of a 64-bit key holding the term
+    index in its top bits and as many of the id's first bits as fit below. Distinct keys
+    have one sorted order, whichever sort finds it (numpy's unstable sort of 64-bit
+    integers is several times faster than its stable one); two postings share a key only
+    when their ids share those first bits under the same term, and then the three-key
+    sort decides."""
     high, low = _id_halves(ids)
-    by_high = np.argsort(high, kind="stable")
-    ordered = high[by_high]
-    tied = ordered[1:] == ordered[:-1]
-    if tied.any() and (low[by_high][1:][tied] != low[by_high][:-1][tied]).any():
-        order = np.lexsort((low, high, term_of))
+    shift = (len(terms) - 1).bit_length()  # the bits the term index needs
+    if shift:
+        key = term_of.astype(np.uint64) << np.uint64(64 - shift) | high >> np.uint64(shift)
     else:
-        key = term_of[by_high]
-        if len(terms) <= 1 << 16:
-            key = key.astype(np.uint16)
-        order = by_high[np.argsort(key, kind="stable")]
+        key = high
+    order = np.argsort(key)
+    ordered = key[order]
+    if (ordered[1:] == ordered[:-1]).any():
+        order = np.lexsort((low, high, term_of))
     counts = np.bincount(term_of, minlength=len(terms)).astype(np.int64)
     kept = np.flatnonzero(counts)
     return Postings(
