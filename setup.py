@@ -1,7 +1,8 @@
 """Build script: the package is in ``pyproject.toml``; this adds the compiled modules.
 
 The modules listed in ``src/cortexgraph/compiled.py`` (``MODULES``) are compiled with
-mypyc into C extensions beside their sources, and the SHA-256 of each source is recorded
+mypyc into C extensions beside their sources, with the one C extension written as C
+(``NATIVE``, the SMT's bulk update and build), and the SHA-256 of each source is recorded
 in ``src/cortexgraph/_compiled_sources.json``, so that an edited source never runs as its
 stale compiled form (``cortexgraph.compiled`` then runs the sources, all of them).
 With ``CORTEXGRAPH_PURE_PYTHON`` set (not ``0``) nothing is compiled, and where compiling
@@ -15,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).resolve().parent
@@ -49,9 +50,14 @@ def ext_modules() -> list[object]:
     # mypy cannot see there are typed Any for compiling (`make typecheck` checks them).
     flags = ["--ignore-missing-imports", "--no-warn-return-any", "--no-warn-unused-ignores"]
     extensions = mypycify([*flags, *paths], opt_level="3", group_name="cortexgraph")
+    native = Extension(
+        COMPILED.NATIVE,
+        [str(Path("src", "cortexgraph", COMPILED.NATIVE_SOURCE))],
+        extra_compile_args=["-O3"],
+    )
     digests = COMPILED.source_digests(PACKAGE)
     SOURCES_FILE.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n", "utf-8")
-    return list(extensions)
+    return [*extensions, native]
 
 
 class BuildExt(build_ext):  # type: ignore[misc]

@@ -96,6 +96,7 @@ def _package_copy(tmp_path: Path) -> Path:
         relative = Path(*name.split(".")[1:]).with_suffix(".py")
         (copy / relative).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(PACKAGE / relative, copy / relative)
+    shutil.copyfile(PACKAGE / compiled.NATIVE_SOURCE, copy / compiled.NATIVE_SOURCE)
     digests = compiled.source_digests(copy)
     (copy / compiled.SOURCES_FILE).write_text(json.dumps(digests), encoding="utf-8")
     return copy
@@ -105,7 +106,7 @@ def test_an_edited_source_runs_as_source(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A source that differs from the one the build compiled is named, and the modules run
-    as sources: an edited checkout never runs stale compiled code."""
+    as sources (the C SMT with them): an edited checkout never runs stale compiled code."""
     monkeypatch.delenv(compiled.ENV, raising=False)
     copy = _package_copy(tmp_path)
     before = compiled.decide(copy)
@@ -115,6 +116,12 @@ def test_an_edited_source_runs_as_source(
     assert compiled.decide(copy) == (
         False,
         "sources changed since the build: cortexgraph.core.text",
+    )
+    with (copy / compiled.NATIVE_SOURCE).open("a", encoding="utf-8") as source:
+        source.write("\n/* edited */\n")
+    assert compiled.decide(copy) == (
+        False,
+        "sources changed since the build: cortexgraph._smt_native, cortexgraph.core.text",
     )
 
 

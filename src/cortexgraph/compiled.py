@@ -35,10 +35,13 @@ __all__ = [
     "ENV",
     "GROUP",
     "MODULES",
+    "NATIVE",
+    "NATIVE_SOURCE",
     "SOURCES_FILE",
     "decide",
     "describe",
     "install",
+    "native",
     "pure_requested",
     "source_digests",
     "state",
@@ -62,6 +65,11 @@ MODULES: tuple[str, ...] = (
     "cortexgraph.store.memtxn",
     "cortexgraph.writing",
 )
+#: the C extension the build also compiles, from a C source beside its package's modules:
+#: the SMT's bulk update and build (``core.smt_apply`` is its reference); it runs exactly
+#: when :data:`MODULES` run compiled, and its source's digest is recorded with theirs
+NATIVE = "cortexgraph._smt_native"
+NATIVE_SOURCE = "_smt_native.c"
 #: the shared library mypyc builds for :data:`MODULES` (a top-level module)
 GROUP = "cortexgraph__mypyc"
 #: the SHA-256 of each compiled module's source at build time, beside this file
@@ -73,14 +81,18 @@ _decision: tuple[bool, str] | None = None
 
 
 def _source(name: str, package: Path = _PACKAGE) -> Path:
-    """The source file of module ``name`` (one of :data:`MODULES`)."""
+    """The source file of module ``name`` (one of :data:`MODULES`, or :data:`NATIVE`)."""
+    if name == NATIVE:
+        return package / NATIVE_SOURCE
     return package.joinpath(*name.split(".")[1:]).with_suffix(".py")
 
 
 def source_digests(package: Path = _PACKAGE) -> dict[str, str]:
-    """The SHA-256 (hex) of each of :data:`MODULES`' sources under ``package``."""
+    """The SHA-256 (hex) of the sources of :data:`MODULES` and :data:`NATIVE` under
+    ``package``."""
     return {
-        name: hashlib.sha256(_source(name, package).read_bytes()).hexdigest() for name in MODULES
+        name: hashlib.sha256(_source(name, package).read_bytes()).hexdigest()
+        for name in (*MODULES, NATIVE)
     }
 
 
@@ -97,10 +109,10 @@ def decide(package: Path = _PACKAGE) -> tuple[bool, str]:
         current = source_digests(package)
     except OSError as exc:
         return False, f"a compiled module's source cannot be read ({exc})"
-    changed = sorted(name for name in MODULES if recorded.get(name) != current[name])
+    changed = sorted(name for name in current if recorded.get(name) != current[name])
     if changed:
         return False, f"sources changed since the build: {', '.join(changed)}"
-    if importlib.util.find_spec(GROUP) is None:
+    if importlib.util.find_spec(GROUP) is None or importlib.util.find_spec(NATIVE) is None:
         return False, "the compiled modules are not installed"
     return True, "compiled with mypyc"
 
@@ -109,6 +121,14 @@ def describe() -> str:
     """One line for people: how the hot modules run, and why."""
     compiled, why = state()
     return f"{len(MODULES)} hot modules run {'compiled' if compiled else 'as sources'} ({why})"
+
+
+def native() -> ModuleType | None:
+    """The C extension :data:`NATIVE` when the compiled modules run (:func:`state`), else
+    ``None`` (the sources run, and the SMT with them)."""
+    if not state()[0]:
+        return None
+    return importlib.import_module(NATIVE)
 
 
 def state() -> tuple[bool, str]:

@@ -41,6 +41,21 @@ slots holding two or more keys (two keys take the direct path above), and hashes
 levels over the occupied nodes only. It reads nothing. By S2 its rows are the rows any
 sequence of :func:`smt_store_apply` calls leaves for the same final set.
 
+The C form
+==========
+
+Where the compiled modules run (:mod:`cortexgraph.compiled`), both functions hand the
+recursion of a BLAKE3 tree to ``cortexgraph._smt_native`` (``_smt_native.c``): the same
+algorithm in its general form (a chunk decoded into its 31 nodes, the changed slots set,
+the nodes above them hashed again, the chunk encoded), with BLAKE3 written there for
+inputs of one chunk, since each hash is of 65 bytes. This module stays the reference: it
+runs in the pure-Python build and for SHA-256 trees, and the tests hold the two to the
+same rows byte for byte. The C form decides nothing about damage: on a row the layout
+does not allow it gives the call back, and this module, reading afresh, raises the error
+that names the row. A 1,000-key batch into a 100,000-key tree costs about 3.4 µs a key
+there against 12.5 µs here (compiled), a single key 7 against 20 µs, and a bulk build
+1.2 against 2.4 µs a key.
+
 Invariants
 ==========
 
@@ -59,14 +74,18 @@ S4  Cost of one :func:`smt_store_apply` call: one read of the meta row and of ea
     updates to a 100,000-key tree that is ~1.9 reads, ~2.0 writes and ~10 hash calls per
     key, against ~17 reads, ~18 writes, ~17 deletes and ~18 hashes for ``core.roots``.
 S6  ``get`` is read as of before the call: no row is read after the call decides to
-    write it, so the caller applies the returned writes afterwards.
+    write it, so the caller applies the returned writes afterwards. A call reads each
+    row at most once, but for one that the C form gives back: that is read again by
+    this module (nothing was written in between).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
+from typing import Any
 
+from .. import compiled
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, HashFunction, local_hash_function
 from .roots import LEAF, NODE
@@ -114,6 +133,12 @@ def _require_value(value: object) -> bytes | None:
         raise ValidationError(f"expected {DIGEST_SIZE} bytes, got {value!r}", field="value_hash")
     return bytes(value)
 
+
+# The C form of the bulk update and build (``_smt_native.c``, BLAKE3 stores only) when
+# the compiled modules run; this module is its reference and runs wherever it is None,
+# and on any input the C form gives back (a row the layout does not allow: the reference
+# then raises the error that names it).
+_NATIVE: Any = compiled.native()
 
 _NO_CHUNK = bytes(HEADER_SIZE)  # a chunk with no slots: what a position without a row holds
 _NO_SHAPE = ChunkShape(0, 0)
@@ -555,12 +580,18 @@ def smt_store_apply(
     if not items:
         return root, {}
     check_lone_leaf(h, root, state)
-    run = _Apply(h, get, items)
-    new = run.subtree(0, state, 0, len(items))
+    writes: dict[bytes, bytes | None] = {}
+    done = None
+    if hash_name == "blake3" and _NATIVE is not None:  # the same rows, in C; None: the
+        done = _NATIVE.apply(get, items, state, writes)  # reference names what is wrong
+    if done is not None:
+        new, delta = done
+    else:
+        run = _Apply(h, get, items)
+        new, delta, writes = run.subtree(0, state, 0, len(items)), run.delta, run.writes
     if new == state:
         return root, {}
-    count += run.delta
-    writes = run.writes
+    count += delta
     kind = new[0]
     expected = EMPTY if count == 0 else ONE if count == 1 else INNER
     if kind != expected or not 0 <= count <= _U64_MAX:
@@ -720,9 +751,14 @@ def smt_store_build(
     if count == 1:
         root = h(LEAF + keys[0] + values[0])
         return root, [(SMT_STORE_META_KEY, root + (1).to_bytes(8, "big") + keys[0] + values[0])]
-    run = _Build(h, keys, values)
-    root = run.chunk(0, 0, count)
+    built: dict[bytes, bytes | None] = {}
+    native_root = _NATIVE.build(keys, values, built) if hash_name == "blake3" and _NATIVE else None
+    if native_root is not None:  # the same rows, in C
+        root = native_root
+    else:
+        run = _Build(h, keys, values)
+        root, built = run.chunk(0, 0, count), run.writes
     # the builders only put rows (a delete needs a row read first, and nothing is read)
-    rows = [(row, value) for row, value in sorted(run.writes.items()) if value is not None]
+    rows = [(row, value) for row, value in sorted(built.items()) if value is not None]
     rows.append((SMT_STORE_META_KEY, root + count.to_bytes(8, "big")))
     return root, rows

@@ -1,0 +1,259 @@
+"""The C form of the SMT's bulk update and build (``cortexgraph._smt_native``) against its
+reference, ``core.smt_apply`` run as Python: the same root and the same rows byte for byte,
+and on damaged rows the reference's own errors. Its BLAKE3 is checked against the
+``blake3`` package and a published known answer.
+
+The C form is built with the compiled modules; where it was not built from this source
+(no C compiler, ``CORTEXGRAPH_PURE_PYTHON`` at build time, or a source edited since)
+these tests have nothing to test and skip. In both passes of ``make pytest`` it is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import blake3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cortexgraph import compiled
+from cortexgraph.core import smt_apply
+from cortexgraph.core.smt_apply import smt_store_apply, smt_store_build
+from cortexgraph.core.smt_store import SMT_STORE_META_KEY
+from cortexgraph.errors import CorruptionError
+
+Table = dict[bytes, bytes]
+Updates = dict[bytes, bytes | None]
+
+
+def _built() -> ModuleType | None:
+    """The C form, if it was built from this checkout's source (in either test pass)."""
+    package = Path(compiled.__file__).parent
+    try:
+        recorded = json.loads((package / compiled.SOURCES_FILE).read_text(encoding="utf-8"))
+        if recorded.get(compiled.NATIVE) != compiled.source_digests(package)[compiled.NATIVE]:
+            return None
+        return importlib.import_module(compiled.NATIVE)
+    except (OSError, ValueError, ImportError):
+        return None
+
+
+NATIVE = _built()
+pytestmark = pytest.mark.skipif(
+    NATIVE is None,
+    reason="the C SMT is not built from this source (no C compiler, a pure-Python build, or"
+    " an edit since the build)",
+)
+
+
+@pytest.fixture
+def native(monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
+    """The C form, switched on in ``smt_apply`` whichever way the modules run."""
+    assert NATIVE is not None
+    monkeypatch.setattr(smt_apply, "_NATIVE", NATIVE)
+    yield NATIVE
+
+
+class _Refused:
+    """Stands in for the C form while the reference runs: any call is a test failure."""
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError(f"the C form was called ({name}) while the reference ran")
+
+
+def reference_apply(
+    monkeypatch: pytest.MonkeyPatch, table: Table, updates: Updates
+) -> tuple[bytes, dict[bytes, bytes | None]]:
+    with monkeypatch.context() as patch:
+        patch.setattr(smt_apply, "_NATIVE", None)
+        return smt_store_apply("blake3", table.get, updates)
+
+
+def reference_build(
+    monkeypatch: pytest.MonkeyPatch, items: list[tuple[bytes, bytes]]
+) -> tuple[bytes, list[tuple[bytes, bytes]]]:
+    with monkeypatch.context() as patch:
+        patch.setattr(smt_apply, "_NATIVE", None)
+        return smt_store_build("blake3", items)
+
+
+def applied(table: Table, writes: dict[bytes, bytes | None]) -> Table:
+    out = dict(table)
+    for row, value in writes.items():
+        if value is None:
+            del out[row]
+        else:
+            out[row] = value
+    return out
+
+
+# ----------------------------------------------------------------------------- BLAKE3
+
+
+def test_blake3_equals_the_package_for_every_length_of_one_chunk() -> None:
+    """Every input length from 0 to 1,024 bytes (one block, many blocks, a partial last
+    block), against the ``blake3`` package; and the published hash of the empty input."""
+    assert NATIVE is not None
+    for length in range(1025):
+        data = bytes(i % 251 for i in range(length))
+        assert NATIVE.blake3(data) == blake3.blake3(data).digest(), length
+    empty = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
+    assert NATIVE.blake3(b"").hex() == empty
+    with pytest.raises(ValueError, match="1,024"):
+        NATIVE.blake3(bytes(1025))
+
+
+# ------------------------------------------------------------------- equal to the reference
+
+# Keys drawn around a few prefixes, so that chunks deep in the tree, lone leaves moving up
+# and down, and collapses all happen with few keys.
+_PREFIXES = [b"", b"\x00", b"\x5a\x5a", b"\x5a\x5b", b"\xff\xff\xff"]
+_keys = st.builds(
+    lambda prefix, tail: (prefix + tail)[:32],
+    st.sampled_from(_PREFIXES),
+    st.binary(min_size=32, max_size=32),
+)
+_values = st.binary(min_size=32, max_size=32)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    start=st.dictionaries(_keys, _values, max_size=60),
+    batches=st.lists(
+        st.lists(st.tuples(st.integers(0, 3), _keys, _values), max_size=25), max_size=5
+    ),
+)
+def test_batches_give_the_reference_rows_byte_for_byte(
+    native: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    start: dict[bytes, bytes],
+    batches: list[list[tuple[int, bytes, bytes]]],
+) -> None:
+    """From a tree built in bulk, batches of inserts, overwrites (also with the same
+    value), deletes of present and absent keys: each call returns the reference's root and
+    writes, and the tables stay equal; each table also equals a bulk build of its set."""
+    root, rows = smt_store_build("blake3", list(start.items()))
+    assert (root, rows) == reference_build(monkeypatch, list(start.items()))
+    ours = theirs = dict(rows)
+    content = dict(start)
+    for batch in batches:
+        updates: Updates = {}
+        for op, key, value in batch:
+            present = sorted(content)
+            if op == 0 or not present:
+                updates[key] = value
+            elif op == 1:
+                chosen = present[int.from_bytes(key[:4], "big") % len(present)]
+                updates[chosen] = value
+            elif op == 2:
+                chosen = present[int.from_bytes(key[:4], "big") % len(present)]
+                updates[chosen] = content[chosen]  # the same value: a no-op
+            else:
+                updates[key if value[0] & 1 else present[value[1] % len(present)]] = None
+        done = smt_store_apply("blake3", ours.get, updates)
+        assert done == reference_apply(monkeypatch, theirs, updates)
+        ours, theirs = applied(ours, done[1]), applied(theirs, done[1])
+        for key, value in updates.items():
+            if value is None:
+                content.pop(key, None)
+            else:
+                content[key] = value
+        assert ours == dict(reference_build(monkeypatch, list(content.items()))[1])
+
+
+def test_a_large_tree_and_its_batches_equal_the_reference(
+    native: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20,000 keys in bulk (full top chunks), then batches of 1, 10 and 1,000 mixed
+    updates, including deletes that collapse chunks: the same roots and rows."""
+    rng = random.Random(7)
+    content = {rng.randbytes(32): rng.randbytes(32) for _ in range(20_000)}
+    built = smt_store_build("blake3", list(content.items()))
+    assert built == reference_build(monkeypatch, list(content.items()))
+    table = dict(built[1])
+    for size in (1, 10, 1_000, 1, 1_000):
+        present = list(content)
+        updates: Updates = {}
+        for _ in range(size):
+            x = rng.random()
+            if x < 0.4:
+                updates[rng.randbytes(32)] = rng.randbytes(32)
+            elif x < 0.7:
+                updates[rng.choice(present)] = rng.randbytes(32)
+            else:
+                updates[rng.choice(present)] = None
+        done = smt_store_apply("blake3", table.get, updates)
+        assert done == reference_apply(monkeypatch, table, updates)
+        table = applied(table, done[1])
+        for key, value in updates.items():
+            if value is None:
+                content.pop(key, None)
+            else:
+                content[key] = value
+    assert sorted(table.items()) == reference_build(monkeypatch, list(content.items()))[1]
+
+
+def test_the_compiled_build_uses_the_c_form_and_the_sources_do_not() -> None:
+    """``smt_apply`` takes the C form exactly when the compiled modules run, and the C form
+    is what it calls for a BLAKE3 tree (not for SHA-256, which only the reference does)."""
+    assert (smt_apply._NATIVE is not None) is compiled.state()[0]
+
+
+def test_sha256_trees_never_reach_the_c_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C form hashes with BLAKE3 only: a SHA-256 tree runs the reference, whatever is
+    built."""
+    monkeypatch.setattr(smt_apply, "_NATIVE", _Refused())
+    items = [(hashlib.sha256(bytes([i])).digest(), bytes(31) + bytes([i])) for i in range(40)]
+    root, rows = smt_store_build("sha256", items)
+    root2, writes = smt_store_apply("sha256", dict(rows).get, {items[0][0]: None})
+    assert root2 != root and writes
+
+
+# ------------------------------------------------------------------------- damaged rows
+
+
+def _content() -> dict[bytes, bytes]:
+    rng = random.Random(11)
+    return {rng.randbytes(32): rng.randbytes(32) for _ in range(300)}
+
+
+def _damaged_tables() -> Iterator[tuple[str, Table]]:
+    table = dict(smt_store_build("blake3", list(_content().items()))[1])
+    deep = max((row for row in table if row != SMT_STORE_META_KEY), key=len)
+    yield "missing", {k: v for k, v in table.items() if k != deep}
+    yield "truncated", {**table, deep: table[deep][:-1]}
+    yield "longer", {**table, deep: table[deep] + b"\x00"}
+    flipped = bytearray(table[deep])
+    flipped[4] ^= 1  # node 1's hash: no longer the parent's slot
+    yield "hash", {**table, deep: bytes(flipped)}
+    both = bytearray(table[deep])
+    both[0] |= both[2]
+    both[1] |= both[3]  # every LEAF slot also marked CHILD
+    yield "bitmaps", {**table, deep: bytes(both)}
+    yield "root", {**table, b"\x00": table[b"\x00"][:40]}
+    yield "not bytes", {**table, b"\x00": 12345}  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize("damage", [name for name, _ in _damaged_tables()])
+def test_damaged_rows_raise_the_reference_error(
+    native: ModuleType, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """On each kind of damage on the updated keys' paths (every key is updated), the call
+    raises exactly the reference's CorruptionError: the C form gives the call back."""
+    table = dict(_damaged_tables())[damage]
+    updates: Updates = {key: bytes(32) for key in _content()}
+    with pytest.raises(CorruptionError) as ours:
+        smt_store_apply("blake3", table.get, updates)
+    with pytest.raises(CorruptionError) as theirs:
+        reference_apply(monkeypatch, table, updates)
+    assert str(ours.value) == str(theirs.value)
+
