@@ -379,6 +379,9 @@ static int read_chunk(Apply *run, int depth, const uint8_t *key, const uint8_t *
     return rc;
 }
 
+static int update_chunk(Apply *run, int depth, State *state, Py_ssize_t lo, Py_ssize_t hi,
+                        Chunk *c);
+
 /* Apply items [lo, hi) (all below one ``depth``-bit prefix) to the subtree ``state`` at
  * ``depth``, which becomes the new state (``core.smt_apply._Apply.subtree``). */
 static int subtree(Apply *run, int depth, State *state, Py_ssize_t lo, Py_ssize_t hi) {
@@ -406,22 +409,35 @@ static int subtree(Apply *run, int depth, State *state, Py_ssize_t lo, Py_ssize_
         /* a second key joins the lone leaf: the chunk(s) below are made as below */
     }
     if (depth > MAX_DEPTH) return FALLBACK; /* two distinct keys cannot share 256 bits */
+    /* a chunk (2 KiB) per level on the heap, not the stack: 64 levels deep at most */
+    Chunk *c = PyMem_Malloc(sizeof *c);
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    int rc = update_chunk(run, depth, state, lo, hi, c);
+    PyMem_Free(c);
+    return rc;
+}
+
+/* :c:func:`subtree` where a chunk is (or will be) at ``depth``, in ``c``. */
+static int update_chunk(Apply *run, int depth, State *state, Py_ssize_t lo, Py_ssize_t hi,
+                        Chunk *c) {
     const uint8_t *first = item_key(run, lo);
-    Chunk c;
     int existed = state->kind == INNER;
     unsigned dirty = 0;
     if (existed) {
-        int rc = read_chunk(run, depth, first, state->a, &c);
+        int rc = read_chunk(run, depth, first, state->a, c);
         if (rc != OK) return rc;
     } else {
-        memset(c.kind, EMPTY, sizeof c.kind);
+        memset(c->kind, EMPTY, sizeof c->kind);
         if (state->kind == ONE) { /* the lone leaf, in its slot of a new chunk */
             const uint8_t *lone = state->a;
             int n = depth >> 3;
             if (memcmp(lone, first, (size_t)n) != 0) return FALLBACK;
             if ((depth & 4) && (lone[n] & 0xF0) != (first[n] & 0xF0)) return FALLBACK;
             int home = nibble(lone, depth);
-            set_slot(&c, home, state);
+            set_slot(c, home, state);
             dirty |= ancestors(home);
         }
     }
@@ -432,12 +448,12 @@ static int subtree(Apply *run, int depth, State *state, Py_ssize_t lo, Py_ssize_
         Py_ssize_t j = i + 1;
         while (j < hi && nibble(item_key(run, j), depth) == slot) j++;
         State before, after;
-        slot_state(&c, slot, &before);
+        slot_state(c, slot, &before);
         after = before;
         int rc = subtree(run, depth + 4, &after, i, j);
         if (rc != OK) return rc;
         if (!same_state(&before, &after)) {
-            set_slot(&c, slot, &after);
+            set_slot(c, slot, &after);
             dirty |= ancestors(slot);
             moved = 1;
         }
@@ -445,18 +461,18 @@ static int subtree(Apply *run, int depth, State *state, Py_ssize_t lo, Py_ssize_
     }
     if (!moved) return OK;
     unsigned children, leaves;
-    bitmaps(&c, &children, &leaves);
+    bitmaps(c, &children, &leaves);
     if (!children && __builtin_popcount(leaves) <= 1) { /* fewer than two keys: collapse */
         if (existed && put_row(run->writes, depth, first, Py_None) != OK) return FAILED;
         if (!leaves) {
             state->kind = EMPTY;
         } else {
-            slot_state(&c, 15 - (31 - __builtin_clz(leaves)), state);
+            slot_state(c, 15 - (31 - __builtin_clz(leaves)), state);
         }
         return OK;
     }
     state->kind = INNER;
-    return put_chunk(run->writes, depth, first, &c, dirty, state->a);
+    return put_chunk(run->writes, depth, first, c, dirty, state->a);
 }
 
 static int read_state(PyObject *tuple, State *state) {
@@ -538,27 +554,41 @@ static inline const uint8_t *build_key(const Build *run, Py_ssize_t i) {
 
 /* Write the chunk at ``depth`` holding keys [lo, hi) (two or more, below one prefix) and
  * every chunk below it; its hash goes to ``out`` (``core.smt_apply._Build.chunk``). */
+static int build_in(Build *run, int depth, Py_ssize_t lo, Py_ssize_t hi, uint8_t out[DIGEST],
+                    Chunk *c);
+
 static int build_chunk(Build *run, int depth, Py_ssize_t lo, Py_ssize_t hi, uint8_t out[DIGEST]) {
-    Chunk c;
-    memset(c.kind, EMPTY, sizeof c.kind);
+    Chunk *c = PyMem_Malloc(sizeof *c); /* on the heap, as in subtree() */
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return FAILED;
+    }
+    int rc = build_in(run, depth, lo, hi, out, c);
+    PyMem_Free(c);
+    return rc;
+}
+
+static int build_in(Build *run, int depth, Py_ssize_t lo, Py_ssize_t hi, uint8_t out[DIGEST],
+                    Chunk *c) {
+    memset(c->kind, EMPTY, sizeof c->kind);
     Py_ssize_t i = lo;
     while (i < hi) {
         int slot = nibble(build_key(run, i), depth);
         Py_ssize_t j = i + 1;
         while (j < hi && nibble(build_key(run, j), depth) == slot) j++;
         if (j - i == 1) {
-            c.kind[16 + slot] = ONE;
-            memcpy(c.leaf[slot], build_key(run, i), KEY);
-            memcpy(c.leaf[slot] + KEY, PyBytes_AS_STRING(PyList_GET_ITEM(run->values, i)), DIGEST);
+            c->kind[16 + slot] = ONE;
+            memcpy(c->leaf[slot], build_key(run, i), KEY);
+            memcpy(c->leaf[slot] + KEY, PyBytes_AS_STRING(PyList_GET_ITEM(run->values, i)), DIGEST);
         } else {
             if (depth >= MAX_DEPTH) return FALLBACK; /* a key given twice */
-            int rc = build_chunk(run, depth + 4, i, j, c.hash[16 + slot]);
+            int rc = build_chunk(run, depth + 4, i, j, c->hash[16 + slot]);
             if (rc != OK) return rc;
-            c.kind[16 + slot] = INNER;
+            c->kind[16 + slot] = INNER;
         }
         i = j;
     }
-    return put_chunk(run->writes, depth, build_key(run, lo), &c, 0xFFFEu, out); /* all new */
+    return put_chunk(run->writes, depth, build_key(run, lo), c, 0xFFFEu, out); /* all new */
 }
 
 PyDoc_STRVAR(build_doc,
