@@ -52,7 +52,7 @@ def ext_modules() -> list[object]:
     extensions = mypycify([*flags, *paths], opt_level="3", group_name="cortexgraph")
     native = Extension(
         COMPILED.NATIVE,
-        [str(Path("src", "cortexgraph", COMPILED.NATIVE_SOURCE))],
+        [str(Path("src", "cortexgraph", *COMPILED.NATIVE_SOURCE.split("/")))],
         extra_compile_args=["-O3"],
     )
     digests = COMPILED.source_digests(PACKAGE)

@@ -41,7 +41,6 @@ __all__ = [
     "decide",
     "describe",
     "install",
-    "native",
     "pure_requested",
     "source_digests",
     "state",
@@ -65,11 +64,11 @@ MODULES: tuple[str, ...] = (
     "cortexgraph.store.memtxn",
     "cortexgraph.writing",
 )
-#: the C extension the build also compiles, from a C source beside its package's modules:
-#: the SMT's bulk update and build (``core.smt_apply`` is its reference); it runs exactly
-#: when :data:`MODULES` run compiled, and its source's digest is recorded with theirs
-NATIVE = "cortexgraph._smt_native"
-NATIVE_SOURCE = "_smt_native.c"
+#: the C extension the build also compiles, from a C source beside the core's modules: the
+#: SMT's bulk update and build (``core.smt_apply``, its reference, uses it when it runs
+#: compiled itself); its source's digest is recorded with theirs
+NATIVE = "cortexgraph.core._smt_native"
+NATIVE_SOURCE = "core/_smt_native.c"
 #: the shared library mypyc builds for :data:`MODULES` (a top-level module)
 GROUP = "cortexgraph__mypyc"
 #: the SHA-256 of each compiled module's source at build time, beside this file
@@ -83,7 +82,7 @@ _decision: tuple[bool, str] | None = None
 def _source(name: str, package: Path = _PACKAGE) -> Path:
     """The source file of module ``name`` (one of :data:`MODULES`, or :data:`NATIVE`)."""
     if name == NATIVE:
-        return package / NATIVE_SOURCE
+        return package.joinpath(*NATIVE_SOURCE.split("/"))
     return package.joinpath(*name.split(".")[1:]).with_suffix(".py")
 
 
@@ -121,14 +120,6 @@ def describe() -> str:
     """One line for people: how the hot modules run, and why."""
     compiled, why = state()
     return f"{len(MODULES)} hot modules run {'compiled' if compiled else 'as sources'} ({why})"
-
-
-def native() -> ModuleType | None:
-    """The C extension :data:`NATIVE` when the compiled modules run (:func:`state`), else
-    ``None`` (the sources run, and the SMT with them)."""
-    if not state()[0]:
-        return None
-    return importlib.import_module(NATIVE)
 
 
 def state() -> tuple[bool, str]:

@@ -85,7 +85,6 @@ from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import compiled
 from ..errors import CorruptionError, ValidationError
 from .hashing import DIGEST_SIZE, HashFunction, local_hash_function
 from .roots import LEAF, NODE
@@ -134,11 +133,25 @@ def _require_value(value: object) -> bytes | None:
     return bytes(value)
 
 
-# The C form of the bulk update and build (``_smt_native.c``, BLAKE3 stores only) when
-# the compiled modules run; this module is its reference and runs wherever it is None,
-# and on any input the C form gives back (a row the layout does not allow: the reference
-# then raises the error that names it).
-_NATIVE: Any = compiled.native()
+
+
+def _native() -> Any:
+    """The C form of the bulk update and build (``_smt_native.c``, BLAKE3 trees only) when
+    this module runs compiled, as all of ``cortexgraph.compiled.MODULES`` then do (the C
+    form is built with them, and runs exactly when they do); ``None`` when it runs as its
+    source. This module is the C form's reference: it runs wherever that is ``None``, and
+    on any input the C form gives back (a row the layout does not allow: the reference
+    then raises the error that names it)."""
+    if __file__.endswith(".py"):
+        return None
+    try:
+        from . import _smt_native
+    except ImportError:  # built without it: the reference alone
+        return None
+    return _smt_native
+
+
+_NATIVE: Any = _native()
 
 _NO_CHUNK = bytes(HEADER_SIZE)  # a chunk with no slots: what a position without a row holds
 _NO_SHAPE = ChunkShape(0, 0)

@@ -651,7 +651,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     .m_base = PyModuleDef_HEAD_INIT,
-    .m_name = "cortexgraph._smt_native",
+    .m_name = "cortexgraph.core._smt_native",
     .m_doc = "The chunked SMT's bulk update and build in C (BLAKE3 stores); see core.smt_apply.",
     .m_size = -1,
     .m_methods = methods,
