@@ -19,11 +19,11 @@ TORCH_STAMP := $(VENV)/.installed-torch
 .PHONY: demo test test-torch lint typecheck pytest bench install clean
 
 # The modules cortexgraph.compiled lists are compiled with mypyc when the package is
-# installed (setup.py), with the C SMT (core/_smt_native.c); COMPILED stamps that build, and an
+# installed (setup.py), with the C SMT (core/smt_native.c); COMPILED stamps that build, and an
 # edit of one of their sources builds them again (until then they run as their sources:
 # see cortexgraph.compiled).
 COMPILED := $(VENV)/.compiled
-COMPILED_SOURCES := setup.py src/cortexgraph/compiled.py src/cortexgraph/core/_smt_native.c $(shell $(PYTHON) -c "import runpy; \
+COMPILED_SOURCES := setup.py src/cortexgraph/compiled.py src/cortexgraph/core/smt_native.c $(shell $(PYTHON) -c "import runpy; \
 	names = runpy.run_path('src/cortexgraph/compiled.py')['MODULES']; \
 	print(*('src/' + name.replace('.', '/') + '.py' for name in names))")
 

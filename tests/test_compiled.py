@@ -121,7 +121,7 @@ def test_an_edited_source_runs_as_source(
         source.write("\n/* edited */\n")
     assert compiled.decide(copy) == (
         False,
-        "sources changed since the build: cortexgraph.core._smt_native, cortexgraph.core.text",
+        "sources changed since the build: cortexgraph.core.smt_native, cortexgraph.core.text",
     )
 
 

@@ -96,10 +96,10 @@ pure = ("cortexgraph.core", "cortexgraph.errors")
 bad = [m for m in sys.modules if m.split(".")[0] in shell
        or (m.startswith("cortexgraph.") and not m.startswith(pure))]
 print(",".join(sorted(bad)))
-# the C form of the SMT (core/_smt_native.c) is a core module without a .py source, loaded
+# the C form of the SMT (core/smt_native.c) is a core module without a .py source, loaded
 # by smt_apply where it was built: it reads nothing either
 print(len([m for m in sys.modules
-           if m.startswith("cortexgraph.core.") and m != "cortexgraph.core._smt_native"]))
+           if m.startswith("cortexgraph.core.") and m != "cortexgraph.core.smt_native"]))
 """
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     bad, loaded = out.stdout.splitlines()

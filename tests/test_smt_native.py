@@ -1,4 +1,4 @@
-"""The C form of the SMT's bulk update and build (``cortexgraph.core._smt_native``) against its
+"""The C form of the SMT's bulk update and build (``cortexgraph.core.smt_native``) against its
 reference, ``core.smt_apply`` run as Python: the same root and the same rows byte for byte,
 and on damaged rows the reference's own errors. Its BLAKE3 is checked against the
 ``blake3`` package and a published known answer.

@@ -67,8 +67,8 @@ MODULES: tuple[str, ...] = (
 #: the C extension the build also compiles, from a C source beside the core's modules: the
 #: SMT's bulk update and build (``core.smt_apply``, its reference, uses it when it runs
 #: compiled itself); its source's digest is recorded with theirs
-NATIVE = "cortexgraph.core._smt_native"
-NATIVE_SOURCE = "core/_smt_native.c"
+NATIVE = "cortexgraph.core.smt_native"
+NATIVE_SOURCE = "core/smt_native.c"
 #: the shared library mypyc builds for :data:`MODULES` (a top-level module)
 GROUP = "cortexgraph__mypyc"
 #: the SHA-256 of each compiled module's source at build time, beside this file

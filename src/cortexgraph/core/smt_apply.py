@@ -45,7 +45,7 @@ The C form
 ==========
 
 Where the compiled modules run (:mod:`cortexgraph.compiled`), both functions hand the
-recursion of a BLAKE3 tree to ``cortexgraph._smt_native`` (``_smt_native.c``): the same
+recursion of a BLAKE3 tree to ``cortexgraph.core.smt_native`` (``smt_native.c``): the same
 algorithm in its general form (a chunk decoded into its 31 nodes, the changed slots set,
 the nodes above them hashed again, the chunk encoded), with BLAKE3 written there for
 inputs of one chunk, since each hash is of 65 bytes. This module stays the reference: it
@@ -136,7 +136,7 @@ def _require_value(value: object) -> bytes | None:
 
 
 def _native() -> Any:
-    """The C form of the bulk update and build (``_smt_native.c``, BLAKE3 trees only) when
+    """The C form of the bulk update and build (``smt_native.c``, BLAKE3 trees only) when
     this module runs compiled, as all of ``cortexgraph.compiled.MODULES`` then do (the C
     form is built with them, and runs exactly when they do); ``None`` when it runs as its
     source. This module is the C form's reference: it runs wherever that is ``None``, and
@@ -145,10 +145,10 @@ def _native() -> Any:
     if __file__.endswith(".py"):
         return None
     try:
-        from . import _smt_native
+        from . import smt_native
     except ImportError:  # built without it: the reference alone
         return None
-    return _smt_native
+    return smt_native
 
 
 _NATIVE: Any = _native()

@@ -651,10 +651,10 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     .m_base = PyModuleDef_HEAD_INIT,
-    .m_name = "cortexgraph.core._smt_native",
+    .m_name = "cortexgraph.core.smt_native",
     .m_doc = "The chunked SMT's bulk update and build in C (BLAKE3 stores); see core.smt_apply.",
     .m_size = -1,
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__smt_native(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit_smt_native(void) { return PyModule_Create(&module_def); }

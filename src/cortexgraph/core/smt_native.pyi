@@ -1,4 +1,4 @@
-"""The types of the C form of the SMT's bulk update and build (``_smt_native.c``); its
+"""The types of the C form of the SMT's bulk update and build (``smt_native.c``); its
 reference, and the meaning of each argument, is :mod:`cortexgraph.core.smt_apply`."""
 
 from collections.abc import Callable
