@@ -17,7 +17,14 @@ import attrs
 
 from .core.body import encode_body
 from .core.graph import EDGE_STATUSES, EdgeState, edge_out_key, normalise_relation, strength_ppm
-from .core.journal import MAX_ACCESS_IDS, Entry, decode_entry, encode_entry, memory_id, type_of
+from .core.journal import (
+    MAX_ACCESS_IDS,
+    Entry,
+    decode_entry,
+    encode_entry,
+    type_of,
+    write_entry,
+)
 from .core.keys import seq_key, version_key
 from .core.salience import learn_weights
 from .core.signals import memory_factors, read_weights
@@ -193,9 +200,11 @@ class Batch:
             except MapFull:
                 self._regrow()  # doubles the map and applies the batch's entries again
 
-    def _append(self, entry: Entry) -> None:
-        """Journal ``entry`` and apply its derived changes, growing the map if needed."""
-        data = encode_entry(entry)
+    def _append(self, entry: Entry, data: bytes | None = None) -> None:
+        """Journal ``entry`` (whose bytes are ``data``, if the caller has them) and apply
+        its derived changes, growing the map if needed."""
+        if data is None:
+            data = encode_entry(entry)
         try:
             while True:
                 try:
@@ -255,10 +264,9 @@ class Batch:
         Attest and LearnWeights through here)."""
         check_name(ns, "ns")
         at = self._h.at(at)
-        body, body_bytes = encode_body(memory)
-        seq = self._next_seq
-        mid = memory_id(self._h.identity, ns, seq, body_bytes)
-        self._append(Entry(seq, at, "write", ns, {"id": mid, "body": body}, memory, body_bytes))
+        entry, data = write_entry(self._h.identity, ns, self._next_seq, at, memory)
+        self._append(entry, data)
+        mid: bytes = entry.fields["id"]
         if self._h.autolink:
             self._autolink(mid, ns, at)
         return MemoryURI.trusted(self._h.actor, ns, mid, 1)

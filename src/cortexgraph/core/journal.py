@@ -203,6 +203,18 @@ _WRITE_PREFIX = encode_head(5, 7) + _KEY_BYTES["v"] + b"\x01" + _KEY_BYTES["at"]
 _WRITE_OP = _KEY_BYTES["op"] + encode_trusted("write") + _KEY_BYTES["seq"]
 
 
+def write_entry(
+    identity: Identity, ns: str, seq: int, at: int, memory: Memory
+) -> tuple[Entry, bytes]:
+    """The ``write`` entry at ``seq`` of ``memory`` (which the caller checked), and its
+    canonical bytes; the new memory's id is ``entry.fields["id"]``. One call for what a
+    batched write does per memory before it applies the entry."""
+    body, body_bytes = encode_body(memory)
+    mid = memory_id(identity, ns, seq, body_bytes)
+    entry = Entry(seq, at, "write", ns, {"id": mid, "body": body}, memory, body_bytes)
+    return entry, encode_entry(entry)
+
+
 def encode_entry(entry: Entry) -> bytes:
     """The canonical bytes of an entry (the caller built ``fields`` from valid parts).
 
