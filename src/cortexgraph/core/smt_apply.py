@@ -133,8 +133,6 @@ def _require_value(value: object) -> bytes | None:
     return bytes(value)
 
 
-
-
 def _native() -> Any:
     """The C form of the bulk update and build (``smt_native.c``, BLAKE3 trees only) when
     this module runs compiled, as all of ``cortexgraph.compiled.MODULES`` then do (the C
@@ -152,6 +150,12 @@ def _native() -> Any:
 
 
 _NATIVE: Any = _native()
+
+
+def _native_for(hash_name: str) -> Any:
+    """The C form for a tree hashed with ``hash_name``: BLAKE3 trees only, else ``None``."""
+    return _NATIVE if hash_name == "blake3" else None
+
 
 _NO_CHUNK = bytes(HEADER_SIZE)  # a chunk with no slots: what a position without a row holds
 _NO_SHAPE = ChunkShape(0, 0)
@@ -593,10 +597,10 @@ def smt_store_apply(
     if not items:
         return root, {}
     check_lone_leaf(h, root, state)
+    native = _native_for(hash_name)
     writes: dict[bytes, bytes | None] = {}
-    done = None
-    if hash_name == "blake3" and _NATIVE is not None:  # the same rows, in C; None: the
-        done = _NATIVE.apply(get, items, state, writes)  # reference names what is wrong
+    # the same rows, in C; None: the reference reads afresh and names what is wrong
+    done = None if native is None else native.apply(get, items, state, writes)
     if done is not None:
         new, delta = done
     else:
@@ -764,8 +768,9 @@ def smt_store_build(
     if count == 1:
         root = h(LEAF + keys[0] + values[0])
         return root, [(SMT_STORE_META_KEY, root + (1).to_bytes(8, "big") + keys[0] + values[0])]
+    native = _native_for(hash_name)
     built: dict[bytes, bytes | None] = {}
-    native_root = _NATIVE.build(keys, values, built) if hash_name == "blake3" and _NATIVE else None
+    native_root = None if native is None else native.build(keys, values, built)
     if native_root is not None:  # the same rows, in C
         root = native_root
     else:
