@@ -51,7 +51,6 @@ import cortexgraph.batch as batch_module
 import cortexgraph.writing as writing_module
 from _report import markdown_table, percentile, progress
 from _workload import ACTOR, BASE_AT, NS, STEP_MS, RawStore, capture_batches, make_memories
-from cortexgraph.core.segments import OpenBlock
 from cortexgraph.store import env as env_module
 from cortexgraph.store import txn as txn_module
 
@@ -70,10 +69,7 @@ PHASES: tuple[tuple[str, Any, str], ...] = (
     ("mmr", writing_module, "mmr_mutations"),
     ("smt", writing_module, "smt_mutations"),
     ("keyword segment encode", writing_module, "docs_blocks"),
-    ("keyword segment encode", OpenBlock, "copy"),
-    ("keyword segment encode", OpenBlock, "remove"),
-    ("keyword segment encode", OpenBlock, "add"),
-    ("keyword segment encode", OpenBlock, "rows"),
+    ("keyword segment encode", writing_module, "segment_blocks"),
     ("LMDB puts", txn_module.WriteTxn, "apply_mutations"),
     ("journal log", env_module.Environment, "_log_prepare"),
     ("LMDB commit", txn_module.WriteTxn, "commit"),

@@ -162,7 +162,7 @@ def test_a_full_map_at_the_keyword_flush_inside_a_batch_grows_the_map(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Reads inside a batch that must see its keyword postings (auto-linking, ingestion)
-    write the open segment first; a full map there grows the map and the batch goes on,
+    write the batch's keyword segments first; a full map there grows the map and the batch goes on,
     instead of the internal ``MapFull`` reaching the caller."""
     from cortexgraph.store.guards import MapFull
 

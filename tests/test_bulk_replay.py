@@ -4,7 +4,7 @@
 the replay passes its end and drops that range's changes, so a replay never holds the
 whole journal's terms. The top level spans 65,536 entries, too many for a quick test, so
 these tests lower ``MAX_LEVEL`` (in ``core.segments``, which writes use, and in
-``writing``, which the gathering uses) to 1: a top range is then 256 entries, and a
+``writing``, which the gathering uses) to 2: a top range is then 256 entries, and a
 journal of about 900 entries crosses three of them.
 """
 
@@ -50,8 +50,8 @@ def operations(min_size: int, max_size: int) -> st.SearchStrategy[list[tuple[str
 
 @pytest.fixture
 def low_top_level(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(segments, "MAX_LEVEL", 1)
-    monkeypatch.setattr(writing, "MAX_LEVEL", 1)
+    monkeypatch.setattr(segments, "MAX_LEVEL", 2)
+    monkeypatch.setattr(writing, "MAX_LEVEL", 2)
 
 
 def _history(cx: cg.Cortex, seed: int) -> None:

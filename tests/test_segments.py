@@ -1,7 +1,8 @@
 """Keyword segments (``core.segments``, ``writing.KeywordSegments``): the block codec, the
 incremental writer against the bulk build in any batching (K3, J4), liveness through
-updates, head moves, archives, restores and tombstones (K1, K2), merges at 256 and 4096,
-reads against brute-force BM25, and a SIGKILL in the middle of a merge."""
+updates, head moves, archives, restores and tombstones (K1, K2), merges at 16, 256 and
+4096, single writes that add one row each, reads against brute-force BM25, and a SIGKILL in
+the middle of a merge."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from cortexgraph.core.segments import (
     BLOCK_BUDGET,
     SEGMENT,
     STATS,
-    OpenBlock,
     Postings,
     block_term,
     build_postings,
@@ -65,15 +65,15 @@ def _rows_of(postings: Postings) -> list[tuple[bytes, bytes, int]]:
     return out
 
 
-@given(docs=_docs, level=st.integers(0, 3), k=st.integers(0, 5))
+@given(docs=_docs, level=st.integers(0, 4), k=st.integers(0, 5))
 @example(docs={}, level=0, k=0)
-@example(docs={bytes(16): {"a": 1}}, level=3, k=0)
+@example(docs={bytes(16): {"a": 1}}, level=4, k=0)
 def test_blocks_round_trip(docs: dict[bytes, dict[str, int]], level: int, k: int) -> None:
     """A segment's blocks decode to exactly its postings (terms ascending, ids ascending
     per term), each key names its segment and its block's last term, and a lookup of
     every term (and of terms absent) in the block its key range points to answers as the
     documents say."""
-    first = k * 16 ** (level + 1) + 1
+    first = k * 16**level + 1
     postings = Postings.from_docs(docs)
     rows = segment_blocks(level, first, postings)
     expected = sorted(
@@ -147,26 +147,27 @@ def test_stats_and_keys_reject_malformed_values() -> None:
     assert decode_stats(None) == (0, 0)
     with pytest.raises(CorruptionError):
         decode_stats(b"\0" * 15)
-    for key in (b"g\x04" + (1).to_bytes(8, "big") + b"a", b"g\x01" + (2).to_bytes(8, "big") + b"a",
+    for key in (b"g\x05" + (1).to_bytes(8, "big") + b"a", b"g\x01" + (2).to_bytes(8, "big") + b"a",
                 b"g\x00" + (0).to_bytes(8, "big") + b"a", b"g\x00" + (1).to_bytes(8, "big")):
         with pytest.raises(CorruptionError):
             segment_of_key(key)
 
 
 def test_segments_at_cover_the_journal_disjointly() -> None:
-    """The segments of a store at any seq are disjoint aligned ranges covering [1, seq],
-    at most 15 complete ones per level below the top, and merges happen exactly at range
-    ends."""
+    """The segments of a store at any seq are disjoint aligned ranges covering [1, seq]
+    (a level-0 one per entry), at most 15 per level below the top, and merges happen
+    exactly at range ends."""
     for seq in [*range(0, 600), 4095, 4096, 4097, 65535, 65536, 65537, 1_000_000]:
         covered = 0
-        per_level = [0, 0, 0, 0]
+        per_level = [0, 0, 0, 0, 0]
         for level, first in segments_at(seq):
-            assert first == covered + 1 and (first - 1) % 16 ** (level + 1) == 0
-            covered = min(first + 16 ** (level + 1) - 1, seq)
+            assert first == covered + 1 and (first - 1) % 16**level == 0
+            covered = first + 16**level - 1
             per_level[level] += 1
         assert covered == seq
-        assert max(per_level[:3]) <= 16
-    assert [merge_level(s) for s in (16, 255, 256, 4096, 65536, 65536 * 16)] == [0, 0, 1, 2, 3, 3]
+        assert max(per_level[:4]) <= 15
+    merges = [merge_level(s) for s in (15, 16, 240, 255, 256, 4096, 65536, 65536 * 16)]
+    assert merges == [0, 1, 1, 0, 2, 3, 4, 4]
 
 
 # -- incremental against bulk ------------------------------------------------------------------
@@ -254,7 +255,7 @@ def test_incremental_in_any_batching_equals_the_bulk_build(
     tmp_path_factory: Any, seed: int, entries: int, sizes: list[int]
 ) -> None:
     """Random index / de-index events, applied incrementally in batches of random sizes
-    (crossing the level-1 merges at 256 and 512), leave exactly the rows the bulk build
+    (crossing the level-2 merges at 256 and 512), leave exactly the rows the bulk build
     computes from the same changes: segment boundaries and contents depend on seq alone."""
     events = _events(random.Random(seed), entries, 40)
     rows, history = _apply_incrementally(
@@ -266,10 +267,10 @@ def test_incremental_in_any_batching_equals_the_bulk_build(
 
 
 def test_level_two_merge_at_4096_equals_the_bulk_build(tmp_path: Path) -> None:
-    """Across the merge at 4096 (every level-1 and level-0 segment of the range into one
-    level-2 segment) and on to 4,400 entries, batches of 1, 100 and 997 and the bulk build
-    give the same rows; the rows hold one level-2 segment and no level-1 segment of the
-    first 4096 seqs."""
+    """Across the merge at 4096 (every level-2, level-1 and level-0 segment of the range
+    into one level-3 segment) and on to 4,400 entries, batches of 1, 100 and 997 and the
+    bulk build give the same rows; the rows hold one level-3 segment and no lower one of
+    the first 4096 seqs."""
     events = _events(random.Random(7), 4400, 600)
     results = []
     for size in (1, 100, 997):
@@ -277,7 +278,7 @@ def test_level_two_merge_at_4096_equals_the_bulk_build(tmp_path: Path) -> None:
         results.append(rows)
     assert results[0] == results[1] == results[2] == build_postings(history, 4400)
     levels = {segment_of_key(key) for key, _ in results[0] if key[:1] == SEGMENT}
-    assert (2, 1) in levels and not any(lv < 2 and first <= 4096 for lv, first in levels)
+    assert (3, 1) in levels and not any(lv < 3 and first <= 4096 for lv, first in levels)
 
 
 # -- through the store -------------------------------------------------------------------------
@@ -297,7 +298,7 @@ def _segment_of(cx: cg.Cortex, uri: cg.MemoryURI) -> set[tuple[int, int]]:
             level, first = segment_of_key(bytes(key))
             block = decode_block(bytes(value))
             holds = uri.id in {r.tobytes() for r in block.ids}
-            if holds and first <= row.index_seq < first + 16 ** (level + 1):
+            if holds and first <= row.index_seq < first + 16**level:
                 found.add((level, first))
         return found
 
@@ -338,7 +339,7 @@ def test_liveness_follows_updates_heads_archives_restores_and_tombstones(cx: cg.
     cx._record_access([a.head], at=T0 + 4)  # a late-binding read restores it
     check(a, True)
     assert _stats(cx) == (2, 5)
-    assert _segment_of(cx, a) == {(0, cx.seq - (cx.seq - 1) % 16)}
+    assert _segment_of(cx, a) == {(0, cx.seq)}  # the entry that restored it
     cx.tombstone(a, at=T0 + 5)
     check(a, False)
     assert _stats(cx) == (1, 3)
@@ -349,7 +350,7 @@ def test_liveness_follows_updates_heads_archives_restores_and_tombstones(cx: cg.
 
 
 def test_merges_keep_recall_equal_to_brute_force(tmp_path: Path) -> None:
-    """Over 600 entries (level-1 merges at 256 and 512) with updates, archives, restores
+    """Over 600 entries (level-2 merges at 256 and 512) with updates, archives, restores
     and tombstones, written in batches of varying sizes, keyword recall equals a
     brute-force BM25 and every memory's live postings are its head version's terms iff it
     is active; a rebuild gives the same postings rows."""
@@ -389,14 +390,14 @@ def test_merges_keep_recall_equal_to_brute_force(tmp_path: Path) -> None:
             assert live.get(uri.id) == (index_terms(record.memory) if record.status == "active"
                                         else None)
         rows = _postings_rows(cx)
-        assert any(key[:2] == b"g\x01" for key, _ in rows)
+        assert any(key[:2] == b"g\x02" for key, _ in rows)
         cx.rebuild()
         assert _postings_rows(cx) == rows
 
 
 def test_autolink_inside_a_batch_sees_the_batchs_own_postings(tmp_path: Path) -> None:
-    """The open segment is kept in memory during a batch; a read of the postings inside
-    the batch (auto-linking) still sees the memories the batch wrote before."""
+    """A batch keeps its entries' level-0 segments in memory; a read of the postings
+    inside the batch (auto-linking) still sees the memories the batch wrote before."""
     with cg.open(tmp_path, "agent", sync=False, autolink=True) as cx:
         with cx.batch() as b:
             a = b.write(cg.Fact(text="deploy pipeline friday window rust cache"), at=T0)
@@ -417,7 +418,7 @@ _MERGE_WRITER = textwrap.dedent(
     real = writing._replace
 
     def paused(txn, old, rows):
-        if rows and rows[0][0][1] >= 1 and mode == "pause":
+        if mode == "pause" and any(key[1] >= 1 for key in old):  # a merge of segments
             real(txn, old[: len(old) // 2], [])  # half the children deleted, nothing put
             print("merging", flush=True)
             sys.stdin.readline()  # killed here
@@ -478,100 +479,83 @@ def test_sigkill_during_a_segment_merge_leaves_a_store_that_opens_and_verifies(
         )
 
 
-@given(docs=_docs, level=st.integers(0, 3))
+@given(docs=_docs, level=st.integers(0, 4))
 def test_the_plain_encoder_of_small_segments_gives_the_same_bytes(
     docs: dict[bytes, dict[str, int]], level: int
 ) -> None:
-    """The plain-Python encoder the writer uses for the open segment gives exactly the
-    bytes of the array encoder the merges and the bulk build use."""
+    """The plain-Python encoder the writer uses for level-0 and level-1 segments gives
+    exactly the bytes of the array encoder the merges and the bulk build use."""
     assert docs_blocks(level, 1, docs) == segment_blocks(level, 1, Postings.from_docs(docs))
 
 
-_unicode_terms = st.dictionaries(
-    st.text(min_size=1, max_size=4).filter(lambda t: len(t.encode("utf-8")) < 256),
-    st.integers(1, 2**32 - 1),
-    max_size=6,
-)
+def _segment_keys(rows: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    return {key: value for key, value in rows if key[:1] == SEGMENT}
 
 
-@settings(max_examples=200)
-@given(
-    start=st.dictionaries(_ids, _unicode_terms, max_size=10),
-    steps=st.lists(st.tuples(_ids, st.none() | _unicode_terms), max_size=12),
-    pool=st.lists(_ids, min_size=1, max_size=4),
-    picks=st.lists(st.integers(0, 3), max_size=12),
-)
-def test_the_open_block_edited_memory_by_memory_gives_the_bytes_of_a_fresh_encoding(
-    start: dict[bytes, dict[str, int]],
-    steps: list[tuple[bytes, dict[str, int] | None]],
-    pool: list[bytes],
-    picks: list[int],
-) -> None:
-    """An OpenBlock built from docs and then edited memory by memory (index a new memory,
-    index one again with other terms, stop indexing one), as a single write edits the open
-    segment, gives after every step exactly the rows ``docs_blocks`` encodes from the
-    docs as they stand; a copy taken before the edits keeps the old rows."""
-    block = OpenBlock.from_docs(start)
-    docs = dict(start)
-    assert block.rows(0, 17) == docs_blocks(0, 17, docs)
-    kept = block.copy()
-    # some steps hit ids already in the block (from the pool, added first), some fresh ones
-    for memory_id in pool:
-        block.remove(memory_id)
-        docs.pop(memory_id, None)
-        block.add(memory_id, {"shared": 1, "z" * 60: 2})
-        docs[memory_id] = {"shared": 1, "z" * 60: 2}
-    steps = steps + [(pool[i % len(pool)], None) for i in picks]
-    for memory_id, terms in steps:
-        block.remove(memory_id)
-        docs.pop(memory_id, None)
-        if terms is not None:
-            block.add(memory_id, terms)
-            docs[memory_id] = terms
-        assert block.docs == docs
-        assert block.rows(0, 17) == docs_blocks(0, 17, docs)
-    assert kept.rows(0, 17) == docs_blocks(0, 17, start)
+def test_a_single_write_adds_its_own_segment_and_rewrites_no_other_row(tmp_path: Path) -> None:
+    """A single write that indexes a memory adds one level-0 row, keyed by its seq and
+    holding that memory's terms, and leaves every other segment row as it was; the write
+    that ends a 16-entry range replaces the range's level-0 rows with one level-1
+    segment of their live memories. A rebuild computes the same rows."""
+    rng = random.Random(5)
+    words = ["deploy", "pipeline", "window", "lunch", "rust", "cache", "merge", "friday"]
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        before = _segment_keys(_postings_rows(cx))
+        uris: list[cg.MemoryURI] = []
+        for i in range(40):
+            text = " ".join(rng.sample(words, 3))
+            if uris and i % 5 == 4:
+                uris.append(cx.update(uris.pop(0), text=text, at=T0 + i))
+            else:
+                uris.append(cx.write(cg.Fact(text=text), at=T0 + i))
+            after = _segment_keys(_postings_rows(cx))
+            seq = cx.seq
+            if seq % 16:
+                added = {key: after[key] for key in after.keys() - before.keys()}
+                assert before.items() <= after.items()
+                ((key, value),) = added.items()
+                assert segment_of_key(key) == (0, seq)
+                record = cx.resolve(uris[-1].id.hex())
+                expected = {term.encode(): tf for term, tf in index_terms(record.memory).items()}
+                block = decode_block(value)
+                assert {r.tobytes() for r in block.ids} == {uris[-1].id}
+                assert dict(zip(block.terms, block.tf.tolist(), strict=True)) == expected
+            else:
+                completed = {segment_of_key(key) for key in after.keys() - before.keys()}
+                assert completed == {(1, seq - 15)}
+                assert not any(segment_of_key(key)[0] == 0 for key in after)
+            before = after
+        rows = _postings_rows(cx)
+        cx.rebuild()
+        assert _postings_rows(cx) == rows
 
 
-def test_the_open_block_falls_back_to_several_blocks_past_the_budget() -> None:
-    """An open segment past BLOCK_BUDGET is cut into blocks as ``docs_blocks`` cuts it."""
-    docs = {i.to_bytes(16, "big"): {f"t{i:05d}{'x' * 200}": 1} for i in range(400)}
-    block = OpenBlock()
-    for memory_id, terms in docs.items():
-        block.add(memory_id, terms)
-    rows = block.rows(0, 1)
-    assert len(rows) > 1 and rows == docs_blocks(0, 1, docs)
-
-
-def test_stores_that_share_a_cached_open_block_each_keep_their_own(tmp_path: Path) -> None:
-    """Two stores of one actor with the same writes have the same open block, so their
-    writers share one cached encoding of it: a batch of one store that flushes its keyword
-    segments midway (a read inside the batch) and writes on must not change the encoding
-    the other store's next single write starts from. Each store's postings rows stay
-    those its rebuild computes."""
-    texts = ["deploy pipeline friday", "lunch window rust", "cache merge deploy"]
-    stores = [cg.open(tmp_path / name, "agent", sync=False) for name in ("a", "b")]
-    try:
-        uris = [
-            [cx.write(cg.Fact(text=text), at=T0 + i) for i, text in enumerate(texts)]
-            for cx in stores
-        ]
-        a, b = stores
-        b.write(cg.Fact(text="rust window friday"), at=T0 + 10)
-        with a.batch() as batch:
-            batch.write(cg.Fact(text="rust window friday"), at=T0 + 10)
-            batch.keyword_txn()  # writes the open segment: b's block, cached again
-            for i in range(3):
-                batch.write(cg.Fact(text=f"deploy word{i} cache"), at=T0 + 11 + i)
-        b.write(cg.Fact(text="lunch pipeline"), at=T0 + 20)
-        b.update(uris[1][1], text="lunch window go")
-        for cx in stores:
-            rows = _postings_rows(cx)
-            cx.rebuild()
-            assert _postings_rows(cx) == rows
-    finally:
-        for cx in stores:
-            cx.close()
+def test_a_writer_that_joins_a_range_midway_completes_it_from_the_table(tmp_path: Path) -> None:
+    """A handle whose first write falls inside a 16-entry range another handle began
+    reads that range's level-0 segments from the table when the range ends, keeping only
+    the postings still live there: a memory indexed again or tombstoned since is left
+    out of the level-1 segment. The rows equal a rebuild's, and recall finds exactly the
+    live memories."""
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        first = [cx.write(cg.Fact(text=f"deploy alpha{i}"), at=T0 + i) for i in range(5)]
+    with cg.open(tmp_path, "agent", sync=False) as cx:
+        assert cx._handle.keywords is None  # nothing to resume: a fresh writer
+        updated = cx.update(first[1], text="window rust", at=T0 + 10)
+        cx.tombstone(first[2], at=T0 + 11)
+        while cx.seq < 16:
+            cx.write(cg.Fact(text=f"lunch beta{cx.seq}"), at=T0 + 12 + cx.seq)
+        rows = _postings_rows(cx)
+        ((key, value),) = _segment_keys(rows).items()
+        assert segment_of_key(key) == (1, 1)
+        held = decode_block(value).docs()
+        assert first[1].id not in held or "alpha1" not in held[first[1].id]
+        assert first[2].id not in held
+        assert held[updated.id] == {"window": 1, "rust": 1}
+        assert {first[i].id for i in (0, 3, 4)} <= held.keys()
+        deploy = {hit.uri.id for hit in cx.recall("deploy", k=20, mode="keyword")}
+        assert deploy == {first[i].id for i in (0, 3, 4)}
+        cx.rebuild()
+        assert _postings_rows(cx) == rows
 
 
 # ids sharing their first 8 bytes, or all but those bytes' last bits (which a sort key
@@ -619,41 +603,18 @@ def test_a_merge_orders_postings_as_a_sort_by_term_then_whole_id(
     assert segment_blocks(0, 1, merged) == docs_blocks(0, 1, live)
 
 
-def test_an_open_block_cached_under_the_same_key_and_length_is_used_only_if_equal(
-    tmp_path: Path,
-) -> None:
-    """The cache of encoded open blocks is keyed by row key and length: two stores whose
-    open blocks share both (same last term, same sizes) but not their bytes each go on
-    from their own block, and keep the postings rows their rebuild computes."""
-    a = cg.open(tmp_path / "a", "agent", sync=False)
-    b = cg.open(tmp_path / "b", "agent", sync=False)
-    try:
-        a.write(cg.Fact(text="alpha zulu"), at=T0)
-        b.write(cg.Fact(text="bravo zulu"), at=T0)  # same key and length, other bytes
-        (key_a, value_a), (key_b, value_b) = _postings_rows(a)[0], _postings_rows(b)[0]
-        assert key_a == key_b and len(value_a) == len(value_b) and value_a != value_b
-        a.write(cg.Fact(text="charlie window"), at=T0 + 1)
-        for cx in (a, b):
-            rows = _postings_rows(cx)
-            cx.rebuild()
-            assert _postings_rows(cx) == rows
-    finally:
-        a.close()
-        b.close()
-
-
-def test_a_batch_that_writes_the_open_segment_twice_leaves_one_block(tmp_path: Path) -> None:
-    """A block's key ends with its last term: a batch whose open segment is written midway
-    (a read inside the batch) and again at its commit, each time under a new last term,
-    leaves only the last block, the rows the rebuild computes."""
+def test_a_batch_that_flushes_midway_writes_each_entrys_segment_once(tmp_path: Path) -> None:
+    """A batch whose postings are written midway (a read inside the batch) and again at
+    its commit writes each entry's level-0 segment once, under its own seq: the rows are
+    the rebuild's."""
     with cg.open(tmp_path, "agent", sync=False) as cx:
         cx.write(cg.Fact(text="deploy window"), at=T0)
         with cx.batch() as batch:
             batch.write(cg.Fact(text="deploy yak"), at=T0 + 1)
-            batch.keyword_txn()  # the open segment's block, now under "yak"
+            batch.keyword_txn()  # writes the level-0 segment of seq 2
             batch.write(cg.Fact(text="deploy zebra"), at=T0 + 2)
         rows = _postings_rows(cx)
-        assert sum(key[:1] == SEGMENT for key, _ in rows) == 1
+        assert [segment_of_key(key) for key in _segment_keys(rows)] == [(0, 1), (0, 2), (0, 3)]
         cx.rebuild()
         assert _postings_rows(cx) == rows
 
@@ -745,7 +706,7 @@ def test_a_batch_resumes_the_segments_of_its_handles_last_batch_only(tmp_path: P
 
         rows, digests = _postings_rows(cx), cx.table_digests()
         levels = {segment_of_key(key)[0] for key, _ in rows if key[:1] == SEGMENT}
-        assert levels == {0, 1, 2}
+        assert levels == {0, 1, 2, 3}
         assert h.keywords is not None
         cx.rebuild()  # a repair drops what a batch held
         assert h.keywords is None

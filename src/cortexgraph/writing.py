@@ -8,7 +8,6 @@ a write leaves is the state a replay of its journal leaves (J4).
 
 from __future__ import annotations
 
-import threading
 from typing import cast
 
 import numpy as np
@@ -22,7 +21,6 @@ from .core.segments import (
     PREFIX_SIZE,
     SEGMENT,
     STATS,
-    OpenBlock,
     Postings,
     build_postings,
     decode_block,
@@ -44,24 +42,12 @@ from .store.txn import WriteTxn
 __all__ = ["EntryWriter", "GatheredKeywords", "KeywordSegments"]
 
 #: a writer keeps the segments it completed at levels below this in memory for the next
-#: merge (at most 15 of each level: about 4,000 memories' postings; level 0 as docs)
-_KEPT_LEVELS = 2
-#: open-segment blocks this process wrote, kept encoded term by term: the next batch's
-#: writer finds the block it must extend already decoded, and a single write re-encodes
-#: only its memory's terms. Keyed by the row's key and length (hashing the block's bytes
-#: would cost more than comparing them), each entry holds the bytes it encodes, and is
-#: used only when they equal the stored row's, so it can never be stale; a writer changes
-#: a copy.
-_DECODED: dict[tuple[bytes, int], tuple[bytes, OpenBlock]] = {}
-_DECODED_SIZE = 8
-_DECODED_LOCK = threading.Lock()
+#: merge (at most 15 of each level: about 4,000 memories' postings; level 1 as docs)
+_KEPT_LEVELS = 3
 #: a memory id as one NumPy item, for membership tests on a segment's id rows
 _ID_VOID = np.dtype((np.void, 16))
 #: the tables whose rows the SMT's leaves are hashed from (``commitments.smt_mutations``)
 _LEAF_TABLES = frozenset({"heads", "versions", "edges"})
-#: a writer keeps the open segment's block encoded (:class:`OpenBlock`) through this many
-#: keyword changes, and then drops it: a batch encodes the block once, at its flush
-_BLOCK_EDITS = 4
 
 
 class EntryWriter:
@@ -69,9 +55,9 @@ class EntryWriter:
 
     :meth:`write` appends the entry (optionally), applies its derived mutations and its MMR
     nodes, hands its keyword changes to :attr:`keywords`, and notes the memories and edges
-    whose SMT leaves changed; :meth:`flush` writes the open keyword segment and applies
-    those SMT changes. Both are deferred so that a batch (or a stretch of a replay)
-    writes the open segment once and hashes each changed leaf once.
+    whose SMT leaves changed; :meth:`flush` writes the keyword segments no merge took and
+    applies those SMT changes. Both are deferred so that a batch (or a stretch of a
+    replay) writes its entries' postings merged and hashes each changed leaf once.
 
     Attributes:
         dirty: memory ids whose head changed since the last flush.
@@ -154,7 +140,7 @@ class EntryWriter:
         return len(self.dirty) + len(self.dirty_edges)
 
     def flush(self, txn: WriteTxn | MemTxn) -> None:
-        """Write the open keyword segment and the statistics, and apply the SMT changes
+        """Write the keyword segments held and the statistics, and apply the SMT changes
         of the entries written since the last flush."""
         self.keywords.flush(txn)
         if self.dirty or self.dirty_edges:
@@ -216,65 +202,58 @@ class GatheredKeywords:
 class KeywordSegments:
     """The keyword segments (``core.segments``) that a stretch of entries writes.
 
-    The open level-0 segment and the statistics are kept in memory, loaded from the
-    transaction on first need: :meth:`advance` changes them entry by entry, writes a
-    level-0 segment when its range completes and merges at the end of a higher level's
-    range; :meth:`flush` writes the open segment and the statistics as they stand. The
-    rows after a flush depend only on the entries applied, never on where flushes fell.
+    Every entry that indexes a memory makes a level-0 segment of its own; the segments of
+    a level-1 range (16 entries) merge when its last entry is applied, and those of each
+    higher range at its end. What this writer applied is kept in memory, loaded from the
+    transaction only where another writer left it: :meth:`advance` applies an entry's
+    keyword changes and merges at a range's end; :meth:`flush` writes the segments still
+    held and the statistics. A level-0 segment is written only if no merge takes it
+    first, so a batch writes its entries' postings once, merged, and a single write adds
+    one small row. The rows after a flush depend only on the entries applied, never on
+    where flushes fell.
     """
 
     __slots__ = (
-        "block",
-        "dirty",
         "docs",
         "done",
         "done_killed",
-        "edits",
         "first",
+        "fresh",
+        "held_from",
         "killed",
-        "level0",
-        "level0_blocks",
-        "open_keys",
+        "level1",
         "stats",
         "stats_dirty",
         "unwritten",
     )
 
     def __init__(self) -> None:
-        #: the first seq of the open range whose segment :attr:`docs` holds (0: none)
+        #: the first seq of the level-1 range of the entries being applied (0: none)
         self.first = 0
-        #: the open segment: memory id -> its terms
+        #: the seq from which :attr:`docs` holds every level-0 segment of that range (the
+        #: earlier ones, written by another writer, are read from the table at its end)
+        self.held_from = 0
+        #: the live docs of those level-0 segments: memory id -> its terms
         self.docs: dict[bytes, dict[str, int]] = {}
-        #: the keys of the open segment's rows in the table (read when it was loaded)
-        self.open_keys: list[bytes] = []
-        #: the open segment changed since it was loaded or written
-        self.dirty = False
-        #: the open segment's block, kept encoded while :attr:`edits` is below
-        #: :data:`_BLOCK_EDITS` (its ``docs`` is :attr:`docs`); None once dropped
-        self.block: OpenBlock | None = None
-        #: the keyword changes this writer applied to an open segment
-        self.edits = 0
+        #: the level-0 segments applied and not written yet: ``(seq, memory id -> terms)``
+        self.fresh: list[tuple[int, dict[bytes, dict[str, int]]]] = []
         #: ``[memories indexed, sum of their lengths]``, once loaded
         self.stats: list[int] | None = None
         self.stats_dirty = False
-        #: the completed level-1 segments this writer wrote, by (level, first seq): what
-        #: the next merge reads without decoding blocks
-        self.done: dict[tuple[int, int], Postings] = {}
-        #: per segment of :attr:`done`, the memories it holds that a later entry re-indexed
-        #: or stopped indexing (as :attr:`killed` for level 0): the next merge reads no
-        #: index seq for its postings
-        self.done_killed: dict[tuple[int, int], set[bytes]] = {}
-        #: the completed level-0 segments this writer wrote, by first seq, as the open
-        #: segment's docs were when its range ended (a segment's content is fixed then)
-        self.level0: dict[int, dict[bytes, dict[str, int]]] = {}
-        #: per segment of :attr:`level0`, the memories indexed there that a later entry
+        #: the completed level-1 segments this writer made, by first seq, as their live
+        #: docs were when the range ended (a segment's content is fixed then)
+        self.level1: dict[int, dict[bytes, dict[str, int]]] = {}
+        #: per segment of :attr:`level1`, the memories indexed there that a later entry
         #: re-indexed or stopped indexing: its live docs are the others, so the next merge
         #: needs no index seq read and no postings arrays for it
         self.killed: dict[int, set[bytes]] = {}
-        #: the encoded blocks of those of :attr:`level0` that were kept encoded to the end
-        #: (:attr:`block`): their flush joins them instead of encoding them again
-        self.level0_blocks: dict[int, OpenBlock] = {}
-        #: the (level, first seq) of those of :attr:`done` and :attr:`level0` not written
+        #: the completed level-2 segments this writer made, by (level, first seq): what
+        #: the next merge reads without decoding blocks
+        self.done: dict[tuple[int, int], Postings] = {}
+        #: per segment of :attr:`done`, the memories it holds that a later entry re-indexed
+        #: or stopped indexing (as :attr:`killed` for level 1)
+        self.done_killed: dict[tuple[int, int], set[bytes]] = {}
+        #: the (level, first seq) of those of :attr:`level1` and :attr:`done` not written
         #: yet (the next flush writes them)
         self.unwritten: set[tuple[int, int]] = set()
 
@@ -282,102 +261,76 @@ class KeywordSegments:
         """Prepare segments a committed batch left, for the next batch (which starts right
         after the seq they reflect, so they are the table's segments then): whether the
         table agrees, as far as a read of its statistics tells."""
-        if self.dirty or self.unwritten or self.stats_dirty:
+        if self.fresh or self.unwritten or self.stats_dirty:
             return False  # never flushed: not what the table holds
-        if self.stats is not None and list(decode_stats(txn.get("postings", STATS))) != self.stats:
-            return False
-        self.edits = 0  # as a new writer: a single write keeps the open block encoded
-        return True
+        return self.stats is None or list(decode_stats(txn.get("postings", STATS))) == self.stats
 
     def advance(self, txn: WriteTxn | MemTxn, seq: int, changes: list[KeywordChange]) -> None:
-        """Apply the keyword changes of the entry at ``seq``, then complete the level-0
-        range if ``seq`` ends it (writing its segment, or merging at a higher range's end).
+        """Apply the keyword changes of the entry at ``seq`` (its level-0 segment), then
+        merge the segments of the ranges that ``seq`` ends.
 
         Raises:
             CorruptionError: the statistics would drop below zero, or a stored segment
                 is malformed.
         """
+        first = range_first(1, seq)
+        if self.first != first:
+            self.first, self.held_from, self.docs = first, seq, {}
         if changes:
             stats = self.stats
             if stats is None:
                 stats = self.stats = list(decode_stats(txn.get("postings", STATS)))
-            first = range_first(0, seq)
+            docs = self.docs
+            entry: dict[bytes, dict[str, int]] = {}
             for change in changes:
                 docs_delta, length_delta = change.stats_delta()
                 stats[0] += docs_delta
                 stats[1] += length_delta
+                memory_id = change.memory_id
                 before = change.before
-                if 0 < before < first and (self.level0 or self.done):
-                    killed = self.killed.get(range_first(0, before))
-                    if killed is None:  # or in the held level-1 segment of its range
-                        killed = self.done_killed.get((1, range_first(1, before)))
+                if 0 < before < first and (self.level1 or self.done):
+                    killed = self.killed.get(range_first(1, before))
+                    if killed is None:  # or in the held level-2 segment of its range
+                        killed = self.done_killed.get((2, range_first(2, before)))
                     if killed is not None:  # its posting there is no longer live
-                        killed.add(change.memory_id)
-                if before >= first or change.terms is not None:
-                    docs = self._open(txn, first)
-                    self.edits += 1
-                    block = self.block
-                    if block is not None and self.edits > _BLOCK_EDITS:
-                        block = self.block = None  # a batch: encoded once, at the flush
-                    if block is not None:  # keeps ``docs`` (its own) up to date too
-                        block.remove(change.memory_id)
-                        if change.terms is not None:
-                            block.add(change.memory_id, change.terms)
-                    else:
-                        docs.pop(change.memory_id, None)
-                        if change.terms is not None:
-                            docs[change.memory_id] = change.terms
-                    self.dirty = True
+                        killed.add(memory_id)
+                docs.pop(memory_id, None)
+                entry.pop(memory_id, None)
+                if change.terms is not None:
+                    docs[memory_id] = change.terms
+                    entry[memory_id] = change.terms
+            if entry:
+                self.fresh.append((seq, entry))
             self.stats_dirty = True
         if seq % FANOUT == 0:
             level = merge_level(seq)
-            if level:
+            if level > 1:
                 self._merge(txn, level, seq)
-            elif self.dirty:
+            else:
                 # completed: written at the next flush, unless a merge takes it first
-                self.level0[self.first] = self.docs
-                self.killed[self.first] = set()
-                if self.block is not None:
-                    self.level0_blocks[self.first] = self.block
-                self.unwritten.add((0, self.first))
-            self.first, self.docs, self.dirty, self.block = 0, {}, False, None
-            self.open_keys = []
+                live = self._range_docs(txn)
+                if live:
+                    self.level1[first] = live
+                    self.killed[first] = set()
+                    self.unwritten.add((1, first))
+                _replace(txn, [key for key, _ in _segment_rows(txn, 0, first, seq)], [])
+            self.first, self.held_from, self.docs, self.fresh = 0, 0, {}, []
 
     def flush(self, txn: WriteTxn | MemTxn) -> None:
-        """Write the completed segments still held in memory, the open segment and the
-        statistics row as they stand."""
+        """Write the segments still held in memory (completed ones, and the level-0
+        segments of the entries since the last range end) and the statistics row."""
+        rows: list[tuple[bytes, bytes]] = []
         for level, first in sorted(self.unwritten):
-            old = [key for key, _ in _segment_rows(txn, level, first, first)]
-            if level == 0:
-                block = self.level0_blocks.pop(first, None)
-                if block is None:
-                    rows = docs_blocks(0, first, self.level0[first])
-                else:
-                    rows = block.rows(0, first)
+            if level == 1:
+                rows.extend(docs_blocks(1, first, self.level1[first]))
             else:
-                rows = segment_blocks(level, first, self.done[level, first])
-            _replace(txn, old, rows)
+                rows.extend(segment_blocks(level, first, self.done[level, first]))
         self.unwritten.clear()
-        if self.dirty:
-            block = self.block
-            if block is None:
-                block = OpenBlock.from_docs(self.docs)
-            rows = block.rows(0, self.first)
-            _replace(txn, self.open_keys, rows)
-            self.open_keys = [key for key, _ in rows]
-            if len(rows) == 1:
-                (key, value), *_ = rows
-                with _DECODED_LOCK:  # writers of other stores may run on other threads
-                    if len(_DECODED) >= _DECODED_SIZE:
-                        del _DECODED[next(iter(_DECODED))]
-                    _DECODED[key, len(value)] = value, block
-                # the cached block must not change: this writer goes on with a copy
-                if self.edits < _BLOCK_EDITS:
-                    self.block = block.copy()
-                    self.docs = self.block.docs
-                else:
-                    self.block, self.docs = None, dict(block.docs)
-            self.dirty = False
+        for seq, docs in self.fresh:
+            rows.extend(docs_blocks(0, seq, docs))
+        self.fresh = []
+        if rows:
+            txn.apply_mutations([("postings", key, value) for key, value in rows])
         if self.stats_dirty and self.stats is not None:
             stats = encode_stats(*self.stats)
             if stats is None:
@@ -386,42 +339,43 @@ class KeywordSegments:
                 txn.put("postings", STATS, stats)
             self.stats_dirty = False
 
-    def _open(self, txn: WriteTxn | MemTxn, first: int) -> dict[bytes, dict[str, int]]:
-        """The open segment of the range starting at ``first``, loaded on first use."""
-        if self.first != first:
-            rows = _segment_rows(txn, 0, first, first)
-            known = None
-            if len(rows) == 1:
-                (key, value), *_ = rows
-                cached = _DECODED.get((key, len(value)))
-                if cached is not None and cached[0] == value:
-                    known = cached[1]
-            if known is not None:
-                self.block = known.copy()
-            elif not rows:
-                self.block = OpenBlock()
-            else:
-                self.block = None
-                docs: dict[bytes, dict[str, int]] = {}
-                for key, value in rows:
-                    for memory_id, terms in decode_block(value, key[PREFIX_SIZE:]).docs().items():
-                        docs.setdefault(memory_id, {}).update(terms)
-                self.docs = docs
-            if self.block is not None:
-                self.docs = self.block.docs
-            self.first, self.open_keys = first, [key for key, _ in rows]
-        return self.docs
+    def _range_docs(self, txn: WriteTxn | MemTxn) -> dict[bytes, dict[str, int]]:
+        """The live docs of every level-0 segment of the current level-1 range: those
+        this writer holds, and those another writer left in the table (a posting there is
+        live while its memory's index seq is still that segment's seq)."""
+        if self.held_from == self.first:
+            return self.docs
+        rows = _segment_rows(txn, 0, self.first, self.held_from - 1)
+        if not rows:
+            return self.docs
+        parts = [
+            (segment_of_key(key)[1], decode_block(value, key[PREFIX_SIZE:])) for key, value in rows
+        ]
+        index_seqs = _index_seqs(txn, np.concatenate([postings.ids for _, postings in parts]))
+        found: dict[bytes, dict[str, int]] = {}
+        at = 0
+        for seq, postings in parts:
+            mine = index_seqs[at : at + len(postings)]
+            at += len(postings)
+            ids = postings.ids[mine == seq].tobytes()
+            live = {ids[i : i + 16] for i in range(0, len(ids), 16)}
+            for memory_id, terms in postings.docs().items():
+                if memory_id in live:
+                    found.setdefault(memory_id, {}).update(terms)
+        found.update(self.docs)
+        return found
 
     def _merge(self, txn: WriteTxn | MemTxn, level: int, seq: int) -> None:
-        """Merge every segment inside the level-``level`` range that ``seq`` ends into one
-        level-``level`` segment, dropping the postings no longer live (liveness: the
-        memory's index seq, as the attributes rows hold it, lies in the posting's segment's
-        range).
+        """Merge every segment inside the level-``level`` range (``level >= 2``) that
+        ``seq`` ends into one level-``level`` segment, dropping the postings no longer live
+        (liveness: the memory's index seq, as the attributes rows hold it, lies in the
+        posting's segment's range).
 
-        The docs this writer holds (the open segment, and its completed level-0 segments
-        less the memories indexed again or no longer since, which :meth:`advance` notes)
-        are exactly the live ones of their segments: they go in as one part, without a
-        read. Only the other children need their memories' index seqs."""
+        The docs this writer holds (the last level-1 range's level-0 segments, and its
+        completed level-1 segments less the memories indexed again or no longer since,
+        which :meth:`advance` notes) are exactly the live ones of their segments: they go
+        in as one part, without a read. Only the other children need their memories'
+        index seqs."""
         first = seq - span(level) + 1
         old: list[bytes] = []
         children: list[tuple[int, int, Postings]] = []
@@ -429,17 +383,16 @@ class KeywordSegments:
             for key, value in _segment_rows(txn, lower, first, seq):
                 old.append(key)
                 child = segment_of_key(key)
-                if child[0] == 0 and (child[1] == self.first or child[1] in self.level0):
-                    continue  # held in memory: the open segment or a completed one
+                if child[0] == 0 or (child[0] == 1 and child[1] in self.level1):
+                    continue  # held, or the last range's (which _range_docs reads)
                 if child not in self.done:
                     children.append((*child, decode_block(value, key[PREFIX_SIZE:])))
         live_docs: dict[bytes, dict[str, int]] = {}
-        for child_first, docs in sorted(self.level0.items()):
+        for child_first, docs in sorted(self.level1.items()):
             if first <= child_first <= seq:
                 killed = self.killed[child_first]
                 live_docs.update(item for item in docs.items() if item[0] not in killed)
-        if self.first:
-            live_docs.update(self.docs)
+        live_docs.update(self._range_docs(txn))
         parts: list[tuple[Postings, np.typing.NDArray[np.bool_]]] = []
         if live_docs:
             held = Postings.from_docs(live_docs)
@@ -464,11 +417,8 @@ class KeywordSegments:
         self.done_killed = {
             child: ids for child, ids in self.done_killed.items() if child[1] < first
         }
-        self.level0 = {start: docs for start, docs in self.level0.items() if start < first}
+        self.level1 = {start: docs for start, docs in self.level1.items() if start < first}
         self.killed = {start: ids for start, ids in self.killed.items() if start < first}
-        self.level0_blocks = {
-            start: block for start, block in self.level0_blocks.items() if start < first
-        }
         self.unwritten = {child for child in self.unwritten if child[1] < first}
         if level < _KEPT_LEVELS:
             _replace(txn, old, [])

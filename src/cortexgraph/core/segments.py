@@ -11,17 +11,17 @@ again. A memory that is not active is not indexed (K1); its index seq is then 0.
 attributes row (``core.signals``) holds it, with the document length.
 
 Segments. A level-``L`` segment covers the aligned seq range ``[k * span(L) + 1,
-(k + 1) * span(L)]``, ``span(L) = FANOUT ** (L + 1)`` (16, 256, 4096, 65536 seqs for
-levels 0 to :data:`MAX_LEVEL`). It holds, for every memory whose index seq (as of the
-segment's *as-of seq*) lies in its range and that is indexed then, its terms and term
-frequencies. The as-of seq is the range's last seq once the store has passed it, else
-the store's seq (the one open segment). A memory indexed twice inside one range appears
-once, with its latest terms. Level-0 segments are formed from the entries themselves;
-when the entry at the end of a level-``L`` range (``L >= 1``) is applied, every segment
-inside that range is merged into one level-``L`` segment and deleted. There are no merges
-above :data:`MAX_LEVEL`: level-3 segments accumulate. So the segments of a store at seq
-``s`` (:func:`segments_at`) are disjoint and cover ``[1, s]``; a segment with no postings
-has no rows.
+(k + 1) * span(L)]``, ``span(L) = FANOUT ** L`` (1, 16, 256, 4096, 65536 seqs for levels
+0 to :data:`MAX_LEVEL`). It holds, for every memory whose index seq as of the range's last
+seq lies in its range and that is indexed then, its terms and term frequencies. A memory
+indexed twice inside one range appears once, with its latest terms. A level-0 segment is
+one entry's: the memories that entry indexed, written once and never edited, so a single
+write adds one small row and rewrites nothing (as SQLite FTS5 writes each transaction's
+postings as a new segment). When the entry at the end of a level-``L`` range (``L >= 1``)
+is applied, every segment inside that range is merged into one level-``L`` segment and
+deleted. There are no merges above :data:`MAX_LEVEL`: level-4 segments accumulate. So the
+segments of a store at seq ``s`` (:func:`segments_at`) are disjoint and cover ``[1, s]``,
+every one of them complete; a segment with no postings has no rows.
 
 Liveness. A posting of a segment is live iff its memory's current index seq lies in the
 segment's range (a later re-index or a deactivation moved it out). A merge drops the
@@ -79,7 +79,6 @@ __all__ = [
     "BLOCK_BUDGET",
     "FANOUT",
     "MAX_LEVEL",
-    "OpenBlock",
     "SEGMENT",
     "STATS",
     "Postings",
@@ -99,7 +98,7 @@ __all__ = [
 ]
 
 FANOUT = 16
-MAX_LEVEL = 3
+MAX_LEVEL = 4
 #: a block is closed before the next term would take it past this many bytes
 BLOCK_BUDGET = 64 * 1024
 SEGMENT = b"g"
@@ -111,7 +110,6 @@ _LAYOUT = 1
 _HEADER = struct.Struct(">BIII")
 _PREFIX = struct.Struct(">cBQ")
 _STATS = struct.Struct(">QQ")
-_U32 = struct.Struct(">I")
 _ID = 16
 #: bytes a posting takes in a block (its id and its frequency)
 _POSTING = _ID + 4
@@ -124,7 +122,7 @@ _Halves = np.ndarray[Any, np.dtype[np.uint64]]
 
 def span(level: int) -> int:
     """How many seqs a level-``level`` segment covers."""
-    return int(FANOUT ** (level + 1))
+    return int(FANOUT**level)
 
 
 def range_first(level: int, seq: int) -> int:
@@ -144,10 +142,10 @@ def merge_level(seq: int) -> int:
 def segments_at(seq: int) -> list[tuple[int, int]]:
     """``(level, first seq)`` of every segment a store at ``seq`` has (some may be
     empty, and so have no rows), oldest range first: disjoint ranges covering ``[1,
-    seq]``, the last (if ``seq`` is not at a level-0 range end) the open segment.
+    seq]``.
 
-    >>> segments_at(0), segments_at(17), segments_at(256), segments_at(270)
-    ([], [(0, 1), (0, 17)], [(1, 1)], [(1, 1), (0, 257)])
+    >>> segments_at(0), segments_at(18), segments_at(256), segments_at(258)
+    ([], [(1, 1), (0, 17), (0, 18)], [(2, 1)], [(2, 1), (0, 257), (0, 258)])
     """
     found: list[tuple[int, int]] = []
     start = 1
@@ -156,8 +154,6 @@ def segments_at(seq: int) -> list[tuple[int, int]]:
         for _ in range((seq - start + 1) // size):
             found.append((level, start))
             start += size
-    if start <= seq:
-        found.append((0, start))
     return found
 
 
@@ -398,7 +394,7 @@ def docs_blocks(
     level: int, first: int, docs: Mapping[bytes, Mapping[str, int]]
 ) -> list[tuple[bytes, bytes]]:
     """``segment_blocks(level, first, Postings.from_docs(docs))``, the same bytes, built
-    with plain Python: faster for the few memories of an open segment (no array set-up).
+    with plain Python: faster for the few memories of a low-level segment (no array set-up).
     """
     by_term: dict[str, list[tuple[bytes, int]]] = {}
     for memory_id in sorted(docs):
@@ -435,127 +431,6 @@ def docs_blocks(
         )
     )
     return [(segment_prefix(level, first) + encoded[-1], value)]
-
-
-class OpenBlock:
-    """The open level-0 segment's docs with their block kept encoded term by term, so
-    that indexing or dropping one memory re-encodes only that memory's terms.
-
-    :meth:`rows` gives ``docs_blocks(level, first, self.docs)``, byte for byte: the
-    terms ascending (UTF-8), and per term its ids ascending with their frequencies, as
-    four parallel lists; the block is their concatenations. A single write changes one
-    memory of a segment of up to 16, so this costs a small part of encoding it anew.
-
-    Attributes:
-        docs: memory id -> its terms and frequencies (the segment's content).
-    """
-
-    __slots__ = ("counts", "docs", "ids", "terms", "tfs")
-
-    def __init__(self) -> None:
-        self.docs: dict[bytes, dict[str, int]] = {}
-        #: the distinct terms, UTF-8, ascending
-        self.terms: list[bytes] = []
-        #: per term, the 16-byte ids of its postings, ascending, concatenated
-        self.ids: list[bytes] = []
-        #: per term, the frequencies of its postings (u32 big-endian), concatenated
-        self.tfs: list[bytes] = []
-        #: per term, how many postings it has
-        self.counts: list[int] = []
-
-    @classmethod
-    def from_docs(cls, docs: Mapping[bytes, Mapping[str, int]]) -> OpenBlock:
-        """The block of ``docs`` (memory id -> its terms and frequencies)."""
-        block = cls()
-        block.docs = {memory_id: dict(terms) for memory_id, terms in docs.items()}
-        by_term: dict[str, tuple[list[bytes], list[int]]] = {}
-        for memory_id in sorted(docs):
-            for term, tf in docs[memory_id].items():
-                found = by_term.get(term)
-                if found is None:
-                    by_term[term] = ([memory_id], [tf])
-                else:
-                    found[0].append(memory_id)
-                    found[1].append(tf)
-        for term in sorted(by_term):  # code point order is UTF-8 byte order
-            ids, tfs = by_term[term]
-            block.terms.append(term.encode("utf-8"))
-            block.ids.append(b"".join(ids))
-            block.tfs.append(struct.pack(f">{len(tfs)}I", *tfs))
-            block.counts.append(len(tfs))
-        return block
-
-    def copy(self) -> OpenBlock:
-        """A copy that can change without changing this one (the lists hold bytes)."""
-        other = OpenBlock()
-        other.docs = dict(self.docs)  # the terms maps are replaced, never changed
-        other.terms, other.ids = self.terms.copy(), self.ids.copy()
-        other.tfs, other.counts = self.tfs.copy(), self.counts.copy()
-        return other
-
-    def add(self, memory_id: bytes, terms: dict[str, int]) -> None:
-        """Index ``memory_id`` with ``terms`` (it must not be in the block)."""
-        self.docs[memory_id] = terms
-        all_terms, ids, tfs, counts = self.terms, self.ids, self.tfs, self.counts
-        for term, tf in terms.items():
-            raw = term.encode("utf-8")
-            i = bisect.bisect_left(all_terms, raw)
-            if i < len(all_terms) and all_terms[i] == raw:
-                held = ids[i]
-                at = 0  # the offset of the first id above memory_id
-                while at < len(held) and held[at : at + _ID] < memory_id:
-                    at += _ID
-                ids[i] = held[:at] + memory_id + held[at:]
-                cut = at // 4
-                tfs[i] = tfs[i][:cut] + _U32.pack(tf) + tfs[i][cut:]
-                counts[i] += 1
-            else:
-                all_terms.insert(i, raw)
-                ids.insert(i, memory_id)
-                tfs.insert(i, _U32.pack(tf))
-                counts.insert(i, 1)
-
-    def remove(self, memory_id: bytes) -> None:
-        """Drop ``memory_id``'s postings, if it is in the block."""
-        terms = self.docs.pop(memory_id, None)
-        if terms is None:
-            return
-        all_terms, ids, tfs, counts = self.terms, self.ids, self.tfs, self.counts
-        for term in terms:
-            i = bisect.bisect_left(all_terms, term.encode("utf-8"))
-            if counts[i] == 1:
-                del all_terms[i], ids[i], tfs[i], counts[i]
-                continue
-            held = ids[i]
-            at = 0
-            while held[at : at + _ID] != memory_id:
-                at += _ID
-            ids[i] = held[:at] + held[at + _ID :]
-            cut = at // 4
-            tfs[i] = tfs[i][:cut] + tfs[i][cut + 4 :]
-            counts[i] -= 1
-
-    def rows(self, level: int, first: int) -> list[tuple[bytes, bytes]]:
-        """``docs_blocks(level, first, self.docs)``: the segment's rows."""
-        terms = self.terms
-        if not terms:
-            return []
-        joined = b"".join(terms)
-        postings = sum(self.counts)
-        size = _HEADER.size + 5 * len(terms) + len(joined) + _POSTING * postings
-        if size > BLOCK_BUDGET and len(terms) > 1:
-            return segment_blocks(level, first, Postings.from_docs(self.docs))
-        value = b"".join(
-            (
-                _HEADER.pack(_LAYOUT, len(terms), postings, len(joined)),
-                bytes(map(len, terms)),
-                joined,
-                struct.pack(f">{len(terms)}I", *itertools.accumulate(self.counts)),
-                b"".join(self.ids),
-                b"".join(self.tfs),
-            )
-        )
-        return [(segment_prefix(level, first) + terms[-1], value)]
 
 
 class _Block:

@@ -134,8 +134,9 @@ SCHEMA = 1
 #: before layouts were recorded) is rebuilt from its journal on its first writable open.
 #: 1: the releases that recorded none (an ``idx`` table, an ``mmr`` row per node, a
 #: keyword row per term and memory); 2: no ``idx``, an ``mmr`` row per entry, keyword
-#: segments.
-DERIVED_LAYOUT = 2
+#: segments from 16 entries up (the open one rewritten by each write); 3: keyword
+#: segments from one entry up (level 0 is each entry's own, never rewritten).
+DERIVED_LAYOUT = 3
 #: Tables of earlier layouts that this one no longer has; a rebuild deletes them.
 LEGACY_TABLES = ("idx",)
 LAYOUT_KEY = b"layout"
