@@ -480,11 +480,15 @@ def test_sigkill_during_a_segment_merge_leaves_a_store_that_opens_and_verifies(
 
 
 @given(docs=_docs, level=st.integers(0, 4))
+@example(docs={bytes(16): {}}, level=0)
+@example(docs={b"\x01" * 16: {"z" * 60: 3, "a": 1, "\u00e9": 2, "e\u0301": 5}}, level=0)
+@example(docs={bytes(16): {f"t{i:05d}{'x' * 200}": 1 for i in range(400)}}, level=0)
 def test_the_plain_encoder_of_small_segments_gives_the_same_bytes(
     docs: dict[bytes, dict[str, int]], level: int
 ) -> None:
-    """The plain-Python encoder the writer uses for level-0 and level-1 segments gives
-    exactly the bytes of the array encoder the merges and the bulk build use."""
+    """The plain-Python encoders the writer uses for level-0 and level-1 segments (one
+    for a single memory's, one for several) give exactly the bytes of the array encoder
+    the merges and the bulk build use, also past the block budget."""
     assert docs_blocks(level, 1, docs) == segment_blocks(level, 1, Postings.from_docs(docs))
 
 

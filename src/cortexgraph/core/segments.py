@@ -396,6 +396,9 @@ def docs_blocks(
     """``segment_blocks(level, first, Postings.from_docs(docs))``, the same bytes, built
     with plain Python: faster for the few memories of a low-level segment (no array set-up).
     """
+    if len(docs) == 1:  # a single write's level-0 segment: its memory's terms alone
+        ((memory_id, only),) = docs.items()
+        return _one_doc_blocks(level, first, memory_id, only)
     by_term: dict[str, list[tuple[bytes, int]]] = {}
     for memory_id in sorted(docs):
         for term, tf in docs[memory_id].items():
@@ -428,6 +431,31 @@ def docs_blocks(
             struct.pack(f">{len(ends)}I", *ends),
             b"".join(ids),
             struct.pack(f">{len(freqs)}I", *freqs),
+        )
+    )
+    return [(segment_prefix(level, first) + encoded[-1], value)]
+
+
+def _one_doc_blocks(
+    level: int, first: int, memory_id: bytes, terms: Mapping[str, int]
+) -> list[tuple[bytes, bytes]]:
+    """``docs_blocks`` of one memory: every term has one posting, that memory's."""
+    if not terms:
+        return []
+    names = sorted(terms)  # code point order is UTF-8 byte order
+    encoded = [name.encode("utf-8") for name in names]
+    joined = b"".join(encoded)
+    count = len(names)
+    if _HEADER.size + (5 + _POSTING) * count + len(joined) > BLOCK_BUDGET and count > 1:
+        return segment_blocks(level, first, Postings.from_docs({memory_id: terms}))
+    value = b"".join(
+        (
+            _HEADER.pack(_LAYOUT, count, count, len(joined)),
+            bytes(map(len, encoded)),
+            joined,
+            struct.pack(f">{count}I", *range(1, count + 1)),
+            memory_id * count,
+            struct.pack(f">{count}I", *[terms[name] for name in names]),
         )
     )
     return [(segment_prefix(level, first) + encoded[-1], value)]
