@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortexgraph import compiled
-from cortexgraph.core import smt_apply
+from cortexgraph.core import hashing, smt_apply
+from cortexgraph.core.hashing import hash_function, hash_parts, local_hash_function
 from cortexgraph.core.smt_apply import smt_store_apply, smt_store_build
 from cortexgraph.core.smt_store import SMT_STORE_META_KEY
 from cortexgraph.errors import CorruptionError
@@ -206,6 +207,22 @@ def test_the_compiled_build_uses_the_c_form_and_the_sources_do_not() -> None:
     """``smt_apply`` takes the C form exactly when the compiled modules run, and the C form
     is what it calls for a BLAKE3 tree (not for SHA-256, which only the reference does)."""
     assert (smt_apply._NATIVE is not None) is compiled.state()[0]
+
+
+def test_the_hash_functions_take_the_c_blake3_for_one_chunk_and_the_package_above() -> None:
+    """``hash_function``, ``local_hash_function`` and ``hash_parts`` hash inputs of one
+    chunk with the C BLAKE3 exactly when the compiled modules run, and give the
+    package's digests on both sides of the chunk's end."""
+    assert (hashing._SMALL is not None) is compiled.state()[0]
+    one, local = hash_function("blake3"), local_hash_function("blake3")
+    rng = random.Random(4)
+    for length in (0, 1, 64, 65, 1023, 1024, 1025, 2048, 5000):
+        data = rng.randbytes(length)
+        want = blake3.blake3(data).digest()
+        assert one(data) == want and local(data) == want, length
+        cut = length // 3
+        assert hash_parts("blake3", data[:cut], data[cut:]) == want, length
+        assert hash_parts("blake3", data) == want, length
 
 
 def test_sha256_trees_never_reach_the_c_form(monkeypatch: pytest.MonkeyPatch) -> None:
