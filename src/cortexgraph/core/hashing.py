@@ -15,7 +15,14 @@ import blake3
 
 from ..errors import ValidationError
 
-__all__ = ["DIGEST_SIZE", "HASH_NAMES", "hash_function", "hash_parts", "local_hash_function"]
+__all__ = [
+    "DIGEST_SIZE",
+    "HASH_NAMES",
+    "hash_function",
+    "hash_parts",
+    "local_hash_function",
+    "native_core",
+]
 
 DIGEST_SIZE = 32
 HASH_NAMES = ("blake3", "sha256")
@@ -27,22 +34,26 @@ HashFunction = Callable[[bytes], bytes]
 _CHUNK_SIZE = 1024
 
 
-def _native_blake3() -> Any:
-    """BLAKE3 of inputs of one chunk, written in C (``smt_native.blake3``), when this
-    module runs compiled, as all of ``cortexgraph.compiled.MODULES`` then do (the C
-    module is built with them); ``None`` when it runs as its source. It gives the
-    ``blake3`` package's digests (``tests/test_smt_native.py`` compares every length up
-    to 1,024) without building a hasher object, about 200-250 ns less a call."""
+def native_core() -> Any:
+    """The C module built with the compiled modules (``smt_native.c``: the SMT's bulk
+    update and build, and BLAKE3 of inputs of one chunk) when this module runs compiled,
+    as all of ``cortexgraph.compiled.MODULES`` then do (the C module is built with them
+    and runs exactly when they do); ``None`` when it runs as its source, or was built
+    without it. The Python code stays the reference wherever this is ``None``."""
     if __file__.endswith(".py"):
         return None
     try:
-        from .smt_native import blake3 as small
-    except ImportError:  # built without it: the package alone
+        from . import smt_native
+    except ImportError:  # built without it: the reference alone
         return None
-    return small
+    return smt_native
 
 
-_SMALL: Any = _native_blake3()
+#: BLAKE3 of one chunk in C, or None: the ``blake3`` package's digests
+#: (``tests/test_smt_native.py`` compares every length up to 1,024) without building a
+#: hasher object, about 200-250 ns less a call
+_CORE: Any = native_core()
+_SMALL: Any = None if _CORE is None else _CORE.blake3
 
 
 def _blake3(data: bytes) -> bytes:

@@ -86,7 +86,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import CorruptionError, ValidationError
-from .hashing import DIGEST_SIZE, HashFunction, local_hash_function
+from .hashing import DIGEST_SIZE, HashFunction, local_hash_function, native_core
 from .roots import LEAF, NODE
 from .smt import EMPTY_SMT_ROOT, SMT_KEY_SIZE
 from .smt_store import (
@@ -133,23 +133,11 @@ def _require_value(value: object) -> bytes | None:
     return bytes(value)
 
 
-def _native() -> Any:
-    """The C form of the bulk update and build (``smt_native.c``, BLAKE3 trees only) when
-    this module runs compiled, as all of ``cortexgraph.compiled.MODULES`` then do (the C
-    form is built with them, and runs exactly when they do); ``None`` when it runs as its
-    source. This module is the C form's reference: it runs wherever that is ``None``, and
-    on any input the C form gives back (a row the layout does not allow: the reference
-    then raises the error that names it)."""
-    if __file__.endswith(".py"):
-        return None
-    try:
-        from . import smt_native
-    except ImportError:  # built without it: the reference alone
-        return None
-    return smt_native
-
-
-_NATIVE: Any = _native()
+#: the C form of the bulk update and build (``smt_native.c``, BLAKE3 trees only) when the
+#: compiled modules run, else ``None``. This module is the C form's reference: it runs
+#: wherever that is ``None``, and on any input the C form gives back (a row the layout does
+#: not allow: the reference then raises the error that names it).
+_NATIVE: Any = native_core()
 
 
 def _native_for(hash_name: str) -> Any:
