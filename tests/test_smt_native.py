@@ -14,9 +14,11 @@ import hashlib
 import importlib
 import json
 import random
+import struct
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
+from typing import Any
 
 import blake3
 import pytest
@@ -24,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cortexgraph import compiled
-from cortexgraph.core import hashing, smt_apply
+from cortexgraph.core import hashing, segments, smt_apply
 from cortexgraph.core.hashing import hash_function, hash_parts, local_hash_function
 from cortexgraph.core.smt_apply import smt_store_apply, smt_store_build
 from cortexgraph.core.smt_store import SMT_STORE_META_KEY
@@ -223,6 +225,86 @@ def test_the_hash_functions_take_the_c_blake3_for_one_chunk_and_the_package_abov
         cut = length // 3
         assert hash_parts("blake3", data[:cut], data[cut:]) == want, length
         assert hash_parts("blake3", data) == want, length
+
+
+_postings_docs = st.dictionaries(
+    st.binary(min_size=16, max_size=16),
+    st.dictionaries(st.text(min_size=1, max_size=5), st.integers(1, 2**32 - 1), max_size=8),
+    max_size=12,
+)
+
+
+def _postings_both_ways(docs: Any) -> tuple[segments.Postings, segments.Postings]:
+    """``Postings.from_docs`` with the C columns, and with the Python reference."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(segments, "_NATIVE", NATIVE)
+        native = segments.Postings.from_docs(docs)
+        patch.setattr(segments, "_NATIVE", None)
+        return native, segments.Postings.from_docs(docs)
+
+
+def _same_postings(a: segments.Postings, b: segments.Postings) -> bool:
+    return (
+        a.terms == b.terms
+        and a.counts.tolist() == b.counts.tolist()
+        and a.ids.tobytes() == b.ids.tobytes()
+        and a.tf.tolist() == b.tf.tolist()
+    )
+
+
+@settings(max_examples=300)
+@given(docs=_postings_docs)
+def test_postings_columns_give_the_reference_postings(docs: dict[bytes, dict[str, int]]) -> None:
+    """A segment's postings built with the C columns are the reference's: the same terms
+    in UTF-8 order, counts, ids and frequencies, for any terms (astral, combining, empty
+    docs) and frequencies up to the u32 a block stores."""
+    native, reference = _postings_both_ways(docs)
+    assert _same_postings(native, reference)
+
+
+def test_postings_columns_known_answer_and_what_they_give_back() -> None:
+    """The columns number terms by first appearance, doc by doc in each doc's order; a
+    value that is not a dict of str to a 64-bit int gives the call back, and the postings
+    are then the reference's (which decides, as it would alone)."""
+    assert NATIVE is not None
+    rank: dict[str, int] = {}
+    found = NATIVE.columns([{"b": 2, "a": 1}, {}, {"a": 3, "c": 7}], rank)
+    assert found is not None and rank == {"b": 0, "a": 1, "c": 2}
+    terms, freqs = found
+    assert list(struct.unpack("=4I", terms)) == [0, 1, 1, 2]
+    assert list(struct.unpack("=4q", freqs)) == [2, 1, 3, 7]
+    assert NATIVE.columns([], {}) == (b"", b"")
+    for odd in (
+        [{"a": 1}, MappingProxyType({"b": 2})],  # not a dict
+        [{b"a": 1}],  # a term that is not str
+        [{"a": True}],  # a bool is not an exact int
+        [{"a": 2**70}],  # past 64 bits
+        [{"a": 1.0}],
+    ):
+        assert NATIVE.columns(odd, {}) is None
+    ids = [bytes([i]) * 16 for i in range(3)]
+    for docs in ({ids[0]: {"a": True}, ids[1]: {"a": 2}}, {ids[2]: MappingProxyType({"z": 4})}):
+        native, reference = _postings_both_ways(docs)
+        assert _same_postings(native, reference)
+    with pytest.raises(OverflowError):
+        _postings_both_ways({ids[0]: {"a": 2**70}})
+
+
+def test_postings_columns_past_16_bit_term_indexes() -> None:
+    """Past 65,536 distinct terms the term index is no longer 16 bits; the postings are
+    still the reference's."""
+    docs = {
+        i.to_bytes(16, "big"): {f"t{(i * 7919) % 70_001}": 1 + i % 3, f"s{i % 5}": 2}
+        for i in range(70_001)
+    }
+    native, reference = _postings_both_ways(docs)
+    assert len(native.terms) > 1 << 16
+    assert _same_postings(native, reference)
+
+
+def test_the_compiled_build_builds_postings_columns_in_c() -> None:
+    """``core.segments`` takes the C columns exactly when the compiled modules run."""
+    assert (segments._NATIVE is not None) is compiled.state()[0]
 
 
 def test_sha256_trees_never_reach_the_c_form(monkeypatch: pytest.MonkeyPatch) -> None:

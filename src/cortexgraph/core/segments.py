@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorruptionError
+from .hashing import native_core
 
 __all__ = [
     "BLOCK_BUDGET",
@@ -118,6 +119,8 @@ IdArray = np.ndarray[Any, np.dtype[np.uint8]]
 Counts = np.ndarray[Any, np.dtype[np.int64]]
 Mask = np.ndarray[Any, np.dtype[np.bool_]]
 _Halves = np.ndarray[Any, np.dtype[np.uint64]]
+#: the C forms (``smt_native.c``) when the compiled modules run, else None
+_NATIVE: Any = native_core()
 
 
 def span(level: int) -> int:
@@ -240,21 +243,12 @@ class Postings:
         # Code point order is UTF-8 byte order, so the strings sort as their bytes.
         keys = sorted(docs)
         values = [docs[key] for key in keys]
-        names = list(itertools.chain.from_iterable(values))
-        if not names:
+        found = _columns(values)
+        if found is None:
             return cls.empty()
-        distinct = sorted(set(names))
-        rank = dict(zip(distinct, range(len(distinct)), strict=True))
-        # a term index that fits 16 bits sorts by radix (stable sorts of wider ints merge)
-        small = len(distinct) <= 1 << 16
-        term_of = np.fromiter(
-            map(rank.__getitem__, names), dtype=np.uint16 if small else np.int64, count=len(names)
-        )
-        tf = np.fromiter(
-            itertools.chain.from_iterable(map(operator.methodcaller("values"), values)),
-            dtype=np.int64,
-            count=len(names),
-        )
+        distinct, term_of, tf = found
+        if len(distinct) <= 1 << 16:  # a 16-bit term index sorts by radix (wider ones merge)
+            term_of = term_of.astype(np.uint16)
         sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
         doc_of = np.repeat(np.arange(len(values), dtype=np.int64), sizes)
         order = np.argsort(term_of, kind="stable")
@@ -315,6 +309,37 @@ class Postings:
                 out.setdefault(ids[i * _ID : (i + 1) * _ID], {})[name] = tf[i]
             at += count
         return out
+
+
+def _columns(values: list[Mapping[str, int]]) -> tuple[list[str], Counts, Counts] | None:
+    """The distinct terms of ``values`` (ascending) and, per posting (doc by doc, each
+    doc's terms in its order), its term's index among them and its frequency; None if
+    there is no posting. The C form (``smt_native.columns``) when the compiled modules
+    run, this Python otherwise and for anything it gives back."""
+    if _NATIVE is not None:
+        first_seen: dict[str, int] = {}
+        found = _NATIVE.columns(values, first_seen)
+        if found is not None:
+            if not first_seen:
+                return None
+            distinct = sorted(first_seen)  # code point order is UTF-8 byte order
+            renumber = np.empty(len(distinct), dtype=np.int64)
+            seen_at = np.fromiter(map(first_seen.__getitem__, distinct), np.int64, len(distinct))
+            renumber[seen_at] = np.arange(len(distinct), dtype=np.int64)
+            term_of: Counts = renumber[np.frombuffer(found[0], dtype=np.uint32)]
+            return distinct, term_of, np.frombuffer(found[1], dtype=np.int64)
+    names = list(itertools.chain.from_iterable(values))
+    if not names:
+        return None
+    distinct = sorted(set(names))
+    rank = dict(zip(distinct, range(len(distinct)), strict=True))
+    term_of = np.fromiter(map(rank.__getitem__, names), dtype=np.int64, count=len(names))
+    tf = np.fromiter(
+        itertools.chain.from_iterable(map(operator.methodcaller("values"), values)),
+        dtype=np.int64,
+        count=len(names),
+    )
+    return distinct, term_of, tf
 
 
 def _sorted(terms: list[bytes], term_of: Counts, ids: IdArray, tf: Counts) -> Postings:

@@ -1,4 +1,7 @@
-/* The chunked SMT's bulk update and bulk build in C, for stores that hash with BLAKE3.
+/* The chunked SMT's bulk update and bulk build in C, for stores that hash with BLAKE3, with
+ * the two other pieces of the core that run here when the compiled modules run: BLAKE3 of
+ * one chunk (``core.hashing``) and the term and frequency columns of a keyword segment's
+ * postings (``core.segments.Postings.from_docs``). Each has its Python form as reference.
  *
  * This is the same algorithm as ``cortexgraph.core.smt_apply`` (the reference, which the
  * pure-Python build runs and the tests compare this with byte for byte), on the layout of
@@ -642,17 +645,94 @@ static PyObject *smt_blake3(PyObject *module, PyObject *data) {
     return PyBytes_FromStringAndSize((const char *)out, DIGEST);
 }
 
+/* ----------------------------------------------------------- keyword postings columns */
+
+PyDoc_STRVAR(columns_doc,
+"columns(values, rank) -> (terms, tf) | None\n\n"
+"The term and frequency columns of ``core.segments.Postings.from_docs``: for each dict of\n"
+"``values`` in turn, each of its terms in the dict's order, the term's number in ``rank``\n"
+"(a term not there yet is given the next number) as a native uint32, and its frequency\n"
+"as a native int64. ``None`` if a value is not a dict of str to int that fits 64 bits\n"
+"(the caller then runs its Python form, which decides).");
+
+static PyObject *postings_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "columns(values: list, rank: dict)");
+        return NULL;
+    }
+    PyObject *values = args[0], *rank = args[1];
+    Py_ssize_t docs = PyList_GET_SIZE(values), total = 0;
+    for (Py_ssize_t i = 0; i < docs; i++) {
+        PyObject *doc = PyList_GET_ITEM(values, i);
+        if (!PyDict_CheckExact(doc)) Py_RETURN_NONE;
+        total += PyDict_GET_SIZE(doc);
+    }
+    if (total > (Py_ssize_t)UINT32_MAX) Py_RETURN_NONE;
+    PyObject *terms = PyBytes_FromStringAndSize(NULL, total * (Py_ssize_t)sizeof(uint32_t));
+    PyObject *freqs = PyBytes_FromStringAndSize(NULL, total * (Py_ssize_t)sizeof(int64_t));
+    if (terms == NULL || freqs == NULL) goto failed;
+    uint32_t *term_at = (uint32_t *)PyBytes_AS_STRING(terms);
+    int64_t *freq_at = (int64_t *)PyBytes_AS_STRING(freqs);
+    Py_ssize_t at = 0;
+    /* The docs' keys are exact str, so no hash or comparison runs Python code: nothing
+     * can change ``values`` or a doc while they are walked. */
+    for (Py_ssize_t i = 0; i < docs; i++) {
+        PyObject *doc = PyList_GET_ITEM(values, i), *term, *freq;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(doc, &pos, &term, &freq)) {
+            if (at == total || !PyUnicode_CheckExact(term) || !PyLong_CheckExact(freq)) {
+                goto fallback;
+            }
+            long long value = PyLong_AsLongLong(freq);
+            if (value == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto fallback;
+            }
+            Py_ssize_t number;
+            PyObject *known = PyDict_GetItemWithError(rank, term);
+            if (known != NULL) {
+                number = PyLong_AsSsize_t(known);
+                if (number == -1 && PyErr_Occurred()) goto failed;
+            } else {
+                if (PyErr_Occurred()) goto failed;
+                number = PyDict_GET_SIZE(rank);
+                PyObject *fresh = PyLong_FromSsize_t(number);
+                if (fresh == NULL) goto failed;
+                int rc = PyDict_SetItem(rank, term, fresh);
+                Py_DECREF(fresh);
+                if (rc < 0) goto failed;
+            }
+            term_at[at] = (uint32_t)number;
+            freq_at[at] = (int64_t)value;
+            at++;
+        }
+    }
+    if (at != total) goto fallback;
+    return Py_BuildValue("(NN)", terms, freqs);
+fallback:
+    Py_XDECREF(terms);
+    Py_XDECREF(freqs);
+    Py_RETURN_NONE;
+failed:
+    Py_XDECREF(terms);
+    Py_XDECREF(freqs);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"apply", (PyCFunction)(void (*)(void))smt_apply, METH_FASTCALL, apply_doc},
     {"build", (PyCFunction)(void (*)(void))smt_build, METH_FASTCALL, build_doc},
     {"blake3", smt_blake3, METH_O, blake3_doc},
+    {"columns", (PyCFunction)(void (*)(void))postings_columns, METH_FASTCALL, columns_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "cortexgraph.core.smt_native",
-    .m_doc = "The chunked SMT's bulk update and build in C (BLAKE3 stores); see core.smt_apply.",
+    .m_doc = "The chunked SMT's bulk update and build in C (BLAKE3 stores; see core.smt_apply),"
+             " BLAKE3 of one chunk and keyword postings columns.",
     .m_size = -1,
     .m_methods = methods,
 };
