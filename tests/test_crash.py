@@ -564,7 +564,6 @@ def test_the_writer_pauses_once_when_the_paused_commit_runs_out_of_map(
 
     commit = store_env.WriteTxn.commit
     failed: list[int] = []
-    state = writer.State()
 
     def watched(txn: store_env.WriteTxn) -> None:
         try:

@@ -191,8 +191,8 @@ class Batch:
     def keyword_txn(self) -> WriteTxn:
         """The batch's transaction with its keyword segments written out, for reads of
         the ``postings`` table that must see the batch's own writes (the segments of its
-        entries are otherwise kept in memory until the batch commits). A full map grows, as it does
-        for the batch's other writes."""
+        entries are otherwise kept in memory until the batch commits). A full map grows,
+        as it does for the batch's other writes."""
         while True:
             try:
                 self._writer.keywords.flush(self._txn)

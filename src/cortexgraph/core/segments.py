@@ -421,9 +421,18 @@ def docs_blocks(
     """``segment_blocks(level, first, Postings.from_docs(docs))``, the same bytes, built
     with plain Python: faster for the few memories of a low-level segment (no array set-up).
     """
-    if len(docs) == 1:  # a single write's level-0 segment: its memory's terms alone
+    if len(docs) == 1:  # a single write's level-0 segment: every term one posting, one id
         ((memory_id, only),) = docs.items()
-        return _one_doc_blocks(level, first, memory_id, only)
+        names = sorted(only)  # code point order is UTF-8 byte order
+        return _plain_block(
+            level,
+            first,
+            docs,
+            [name.encode("utf-8") for name in names],
+            range(1, len(names) + 1),
+            memory_id * len(names),
+            [only[name] for name in names],
+        )
     by_term: dict[str, list[tuple[bytes, int]]] = {}
     for memory_id in sorted(docs):
         for term, tf in docs[memory_id].items():
@@ -432,10 +441,7 @@ def docs_blocks(
                 by_term[term] = [(memory_id, tf)]
             else:
                 found.append((memory_id, tf))
-    if not by_term:
-        return []
     terms = sorted(by_term)  # code point order is UTF-8 byte order
-    encoded = [term.encode("utf-8") for term in terms]
     ends: list[int] = []
     ids: list[bytes] = []
     freqs: list[int] = []
@@ -444,43 +450,37 @@ def docs_blocks(
             ids.append(memory_id)
             freqs.append(tf)
         ends.append(len(freqs))
+    encoded = [term.encode("utf-8") for term in terms]
+    return _plain_block(level, first, docs, encoded, ends, b"".join(ids), freqs)
+
+
+def _plain_block(
+    level: int,
+    first: int,
+    docs: Mapping[bytes, Mapping[str, int]],
+    encoded: list[bytes],
+    ends: Sequence[int],
+    ids: bytes,
+    freqs: list[int],
+) -> list[tuple[bytes, bytes]]:
+    """The rows of ``docs``'s segment from its columns: the terms (UTF-8, ascending), the
+    cumulative posting count after each, the ids joined and the frequencies. One block,
+    unless it would pass the budget: then the array encoder cuts it as the bulk build
+    does."""
+    if not encoded:
+        return []
     joined = b"".join(encoded)
-    size = _HEADER.size + 5 * len(terms) + len(joined) + _POSTING * len(freqs)
-    if size > BLOCK_BUDGET and len(terms) > 1:
+    size = _HEADER.size + 5 * len(encoded) + len(joined) + _POSTING * len(freqs)
+    if size > BLOCK_BUDGET and len(encoded) > 1:
         return segment_blocks(level, first, Postings.from_docs(docs))
     value = b"".join(
         (
-            _HEADER.pack(_LAYOUT, len(terms), len(freqs), len(joined)),
+            _HEADER.pack(_LAYOUT, len(encoded), len(freqs), len(joined)),
             bytes(map(len, encoded)),
             joined,
             struct.pack(f">{len(ends)}I", *ends),
-            b"".join(ids),
+            ids,
             struct.pack(f">{len(freqs)}I", *freqs),
-        )
-    )
-    return [(segment_prefix(level, first) + encoded[-1], value)]
-
-
-def _one_doc_blocks(
-    level: int, first: int, memory_id: bytes, terms: Mapping[str, int]
-) -> list[tuple[bytes, bytes]]:
-    """``docs_blocks`` of one memory: every term has one posting, that memory's."""
-    if not terms:
-        return []
-    names = sorted(terms)  # code point order is UTF-8 byte order
-    encoded = [name.encode("utf-8") for name in names]
-    joined = b"".join(encoded)
-    count = len(names)
-    if _HEADER.size + (5 + _POSTING) * count + len(joined) > BLOCK_BUDGET and count > 1:
-        return segment_blocks(level, first, Postings.from_docs({memory_id: terms}))
-    value = b"".join(
-        (
-            _HEADER.pack(_LAYOUT, count, count, len(joined)),
-            bytes(map(len, encoded)),
-            joined,
-            struct.pack(f">{count}I", *range(1, count + 1)),
-            memory_id * count,
-            struct.pack(f">{count}I", *[terms[name] for name in names]),
         )
     )
     return [(segment_prefix(level, first) + encoded[-1], value)]
